@@ -30,6 +30,7 @@ __all__ = [
     "AgentMetrics",
     "FieldStats",
     "Metrics",
+    "Spread",
     "TaskGroups",
     "agent_of",
     "builtin_task_metrics",
@@ -42,14 +43,15 @@ _agent_decoder = msgspec.json.Decoder(AgentRef | None)
 
 
 @dataclass
-class FieldStats:
+class Spread:
+    """Count, mean, extremes and sample standard deviation of a stream of numbers, in
+    constant memory (Welford's running variance)."""
+
     count: int = 0
     mean: float = 0.0
     m2: float = 0.0
     low: float = math.inf
     high: float = -math.inf
-    sample: array[float] = field(default_factory=lambda: array("d"))  # 8 bytes a value
-    rng: random.Random = field(default_factory=lambda: random.Random(0))
 
     def add(self, value: float) -> None:
         self.count += 1
@@ -57,6 +59,21 @@ class FieldStats:
         self.mean += delta / self.count
         self.m2 += delta * (value - self.mean)
         self.low, self.high = min(self.low, value), max(self.high, value)
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self.m2 / (self.count - 1)) if self.count > 1 else 0.0
+
+
+@dataclass
+class FieldStats(Spread):
+    """A `Spread` that also keeps a uniform sample of `RESERVOIR` values, for the median."""
+
+    sample: array[float] = field(default_factory=lambda: array("d"))  # 8 bytes a value
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+    def add(self, value: float) -> None:
+        super().add(value)
         if len(self.sample) < RESERVOIR:
             self.sample.append(value)
         else:
@@ -65,13 +82,12 @@ class FieldStats:
                 self.sample[slot] = value
 
     def describe(self, name: str) -> dict[str, float]:
-        std = math.sqrt(self.m2 / (self.count - 1)) if self.count > 1 else 0.0
         return {
             f"mean/{name}": self.mean,
             f"max/{name}": self.high,
             f"min/{name}": self.low,
             f"median/{name}": statistics.median(self.sample),
-            f"std/{name}": std,
+            f"std/{name}": self.std,
         }
 
 

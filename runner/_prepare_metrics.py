@@ -26,43 +26,26 @@ rounded to 2 decimals, smaller ones to 3.
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DatasetMetrics", "Spread"]
+from ._metrics import Spread
+
+__all__ = ["DatasetMetrics"]
 
 _SKIPPED = ("responses_create_params", "response")
 
 
-@dataclass
-class Spread:
-    """Count, mean, extremes and spread of a stream of numbers (Welford's running variance)."""
-
-    total: int = 0
-    mean: float = 0.0
-    m2: float = 0.0
-    min: float = math.inf
-    max: float = -math.inf
-
-    def observe(self, x: float) -> None:
-        self.total += 1
-        delta = x - self.mean
-        self.mean += delta / self.total
-        self.m2 += delta * (x - self.mean)
-        self.min = min(self.min, x)
-        self.max = max(self.max, x)
-
-    def as_json(self) -> dict[str, Any]:
-        n = self.total
-        return {
-            "Total # non-null values": n,
-            "Average": _round(self.mean if n else 0.0),
-            "Min": _round(self.min if n else 0.0),
-            "Max": _round(self.max if n else 0.0),
-            "Standard deviation": _round(math.sqrt(self.m2 / (n - 1)) if n > 1 else 0.0),
-        }
+def _spread_json(spread: Spread) -> dict[str, Any]:
+    n = spread.count
+    return {
+        "Total # non-null values": n,
+        "Average": _round(spread.mean if n else 0.0),
+        "Min": _round(spread.low if n else 0.0),
+        "Max": _round(spread.high if n else 0.0),
+        "Standard deviation": _round(spread.std),
+    }
 
 
 def _round(x: float) -> float:
@@ -86,13 +69,13 @@ class DatasetMetrics:
         params = params if isinstance(params, dict) else {}
         self.examples += 1
         if isinstance(params.get("tools"), list):
-            self.tools.observe(len(params["tools"]))
+            self.tools.add(len(params["tools"]))
         users = _user_turns(params.get("input"))
         if users:
-            self.turns.observe(users)
+            self.turns.add(users)
         if isinstance(params.get("temperature"), int | float):
-            self.temperature.observe(params["temperature"])
-        self.words.observe(len(json.dumps(params).split()))
+            self.temperature.add(params["temperature"])
+        self.words.add(len(json.dumps(params).split()))
         for name, value in row.items():
             if name not in _SKIPPED:
                 self._other(name, value)
@@ -102,7 +85,7 @@ class DatasetMetrics:
             if isinstance(item, bool | int | float):
                 spread = self.others.setdefault(name, Spread())
                 if isinstance(spread, Spread):  # a field seen first as text stays text
-                    spread.observe(float(item))
+                    spread.add(float(item))
             elif isinstance(item, str):
                 counts = self.others.setdefault(name, Counter())
                 if isinstance(counts, Counter):
@@ -114,14 +97,14 @@ class DatasetMetrics:
             "name": name, "type": kind, "jsonl_fpath": path, "num_repeats": 1, "source": None,
             "gitlab_identifier": None, "huggingface_identifier": None, "license": None,
             "Number of examples": self.examples,
-            "Number of tools": self.tools.as_json(),
-            "Json-dumped number of words (proxy for token count)": self.words.as_json(),
-            "Number of turns": self.turns.as_json(),
-            "Temperature": self.temperature.as_json(),
+            "Number of tools": _spread_json(self.tools),
+            "Json-dumped number of words (proxy for token count)": _spread_json(self.words),
+            "Number of turns": _spread_json(self.turns),
+            "Temperature": _spread_json(self.temperature),
         }  # fmt: skip
         for other, summary in self.others.items():
             described[other] = (
-                summary.as_json()
+                _spread_json(summary)
                 if isinstance(summary, Spread)
                 else {"unique_count": len(summary), "total_count": sum(summary.values())}
             )
