@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -258,6 +259,9 @@ class Cluster:
         return path.read_text(errors="replace") if path.exists() else ""
 
 
+_LEADER_KNOWN = re.compile(r"new metadata leader|Self is new JetStream cluster metadata leader")
+
+
 class NatsServers:
     """`size` real nats-server processes on loopback, routed into one cluster with
     JetStream (R3 needs three), each with `extra` appended to its configuration (an
@@ -295,6 +299,12 @@ class NatsServers:
         )
 
     def start(self, timeout: float = 30.0) -> Self:
+        self.launch()
+        wait_until(self._jetstream_ready, timeout, "the cluster's JetStream")
+        return self
+
+    def launch(self) -> None:
+        """Start the servers without waiting for them (or their cluster) to be ready."""
         for node in range(self.size):
             config = self.workdir / f"n{node}.conf"
             config.write_text(self._config(node))
@@ -302,16 +312,15 @@ class NatsServers:
                 self.processes.append(
                     subprocess.Popen([bus.find_server_binary(), "-c", str(config)], stdout=log, stderr=log)
                 )
-        wait_until(self._jetstream_ready, timeout, "the cluster's JetStream")
-        return self
 
     def _jetstream_ready(self) -> bool:
-        """Every server answers, and the cluster has a JetStream leader."""
+        """Every server answers, and knows the cluster's JetStream leader (one that does not
+        yet leaves a client's JetStream requests unanswered)."""
         for node in range(self.size):
             with socket.socket() as sock:
                 if sock.connect_ex(("127.0.0.1", self.ports[node])) != 0:
                     return False
-        return self.size == 1 or any("new metadata leader" in self.log(node) for node in range(self.size))
+        return self.size == 1 or all(_LEADER_KNOWN.search(self.log(node)) for node in range(self.size))
 
     def log(self, node: int) -> str:
         path = self.workdir / f"n{node}.log"

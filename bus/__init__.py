@@ -45,7 +45,7 @@ from ._runkeys import RUNS_BUCKET, run_key, task_token, token_matches
 from ._services import Endpoint, Handler, ServiceHost, ServiceSpec
 from ._sessions import SESSIONS_BUCKET, KvSessions
 from ._slots import Slots
-from ._tasks import TaskConsumer, agent_consumer, ensure_streams
+from ._tasks import TaskConsumer, add_results_consumer, agent_consumer, ensure_streams, results_consumer
 
 __all__ = [
     "CLAIM",
@@ -71,6 +71,7 @@ __all__ = [
     "Slots",
     "TaskConsumer",
     "TaskPublisher",
+    "add_results_consumer",
     "agent_consumer",
     "agent_role",
     "agent_service",
@@ -100,6 +101,7 @@ __all__ = [
     "replicas_from_env",
     "replicas_of",
     "request",
+    "results_consumer",
     "retrying",
     "rollout_task_handler",
     "run_key",

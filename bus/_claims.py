@@ -16,12 +16,14 @@ from collections.abc import Mapping
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
+from nats.js import JetStreamContext
 from nats.js.api import ObjectStoreConfig, StorageType
 from nats.js.object_store import ObjectStore
 
 from schemas import CLAIM, RESULTS_MAX_AGE, PayloadTooLarge
 
 from ._replicas import replicas_of
+from ._settle import settled
 
 __all__ = ["CLAIM", "CLAIMS_BUCKET", "check_in", "check_out", "needs_claim"]
 
@@ -40,15 +42,16 @@ async def _store(nc: Client) -> ObjectStore:
     store = _stores.get(nc)
     if store is None:
         js = nc.jetstream()
-        try:
-            store = await js.object_store(CLAIMS_BUCKET)
-        except nats.js.errors.BucketNotFoundError:
-            config = ObjectStoreConfig(
-                ttl=RESULTS_MAX_AGE, storage=StorageType.FILE, replicas=replicas_of(nc)
-            )
-            store = await js.create_object_store(CLAIMS_BUCKET, config=config)
-        _stores[nc] = store
+        store = _stores[nc] = await settled(js, lambda: _open_or_create(js, replicas_of(nc)))
     return store
+
+
+async def _open_or_create(js: JetStreamContext, replicas: int) -> ObjectStore:
+    try:
+        return await js.object_store(CLAIMS_BUCKET)
+    except nats.js.errors.BucketNotFoundError:
+        config = ObjectStoreConfig(ttl=RESULTS_MAX_AGE, storage=StorageType.FILE, replicas=replicas)
+        return await js.create_object_store(CLAIMS_BUCKET, config=config)
 
 
 async def check_in(

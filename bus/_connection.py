@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import weakref
 from asyncio import FIRST_COMPLETED
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -29,6 +28,7 @@ from schemas import DEFAULT_TIMEOUTS, BusUnavailable, NotAuthorized, Timeouts, r
 
 from ._auth import BusAuth
 from ._embedded import EmbeddedServer
+from ._refusals import refusals
 from ._replicas import replicas_from_env, set_replicas
 
 __all__ = ["Bus", "check_permitted", "connect", "nats_url_from_env", "open_bus", "split_urls"]
@@ -49,8 +49,6 @@ def split_urls(url: str) -> list[str]:
 _PERMISSIONS = "permissions violation"
 _REFUSED = ("authorization violation", "authentication", "user authentication expired")
 
-_denied: weakref.WeakKeyDictionary[Client, list[str]] = weakref.WeakKeyDictionary()
-
 
 async def check_permitted(
     nc: Client, wanted: list[str] | None, role: str, timeout: float = DEFAULT_TIMEOUTS.connect
@@ -59,7 +57,7 @@ async def check_permitted(
     this connection. nats-server reports a permissions violation asynchronously, never
     as a reply, so this first waits until the server has handled everything sent so far."""
     await _handled(nc, timeout)
-    refused = [message.split('"')[1] for message in _denied.get(nc, []) if message.count('"') >= 2]
+    refused = [message.split('"')[1] for message in refusals(nc) if message.count('"') >= 2]
     denied = [subject for subject in refused if wanted is None or subject in wanted]
     if denied:
         raise NotAuthorized(
@@ -122,7 +120,7 @@ async def connect(
     urls = split_urls(url)
     nc = Client()
     refused = asyncio.Event()
-    denied = _denied.setdefault(nc, [])
+    denied = refusals(nc)
 
     async def on_error(exc: Exception) -> None:
         text = str(exc).lower()

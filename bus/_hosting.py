@@ -211,5 +211,5 @@ async def _start(
             await check_permitted(nc, [endpoint.subject for endpoint in served.endpoints], role)
     except (TimeoutError, nats.errors.Error) as exc:
         await check_permitted(nc, None, role)  # a refused JetStream request only times out
-        raise BusUnavailable(f"could not start serving {spec.name}: {type(exc).__name__}") from None
+        raise BusUnavailable(f"could not start serving {spec.name}: {type(exc).__name__}: {exc}") from None
     return consumers, models

@@ -16,11 +16,10 @@ import secrets
 
 import nats.js.errors
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType
 
 from schemas import RESULTS_MAX_AGE
 
-from ._replicas import replicas_of
+from ._buckets import open_key_value
 
 __all__ = ["RUNS_BUCKET", "run_key", "task_token", "token_matches"]
 
@@ -29,14 +28,7 @@ RUNS_BUCKET = "gym_runs"
 
 async def run_key(js: JetStreamContext, run: str, *, fresh: bool) -> bytes:
     """The secret key of `run`: a new one if `fresh` (or none is stored), else the stored one."""
-    try:
-        kv = await js.key_value(RUNS_BUCKET)
-    except nats.js.errors.BucketNotFoundError:
-        config = KeyValueConfig(
-            bucket=RUNS_BUCKET, ttl=RESULTS_MAX_AGE, storage=StorageType.FILE, history=1, direct=True,
-            replicas=replicas_of(js),
-        )  # fmt: skip
-        kv = await js.create_key_value(config)
+    kv = await open_key_value(js, RUNS_BUCKET, RESULTS_MAX_AGE)
     if not fresh:
         try:
             entry = await kv.get(run)

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import nats.js.errors
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
 from schemas import DEFAULT_TIMEOUTS
 
-from ._replicas import replicas_of
+from ._buckets import open_key_value
 from ._subjects import is_name
 
 __all__ = ["SESSIONS_BUCKET", "KvSessions"]
@@ -34,16 +33,7 @@ class KvSessions:
         cls, js: JetStreamContext, environment: str, ttl: float = DEFAULT_TIMEOUTS.session_ttl
     ) -> KvSessions:
         """Open (creating if needed) the sessions bucket, for `environment`."""
-        try:
-            kv = await js.key_value(SESSIONS_BUCKET)
-        except nats.js.errors.BucketNotFoundError:
-            # Direct gets, so a role's permission can be scoped to its environment's keys.
-            config = KeyValueConfig(
-                bucket=SESSIONS_BUCKET, ttl=ttl, storage=StorageType.FILE, history=1, direct=True,
-                replicas=replicas_of(js),
-            )  # fmt: skip
-            kv = await js.create_key_value(config)
-        return cls(kv, environment)
+        return cls(await open_key_value(js, SESSIONS_BUCKET, ttl), environment)
 
     def _key(self, session_id: str) -> str | None:
         return f"{self.environment}.{session_id}" if is_name(session_id) else None

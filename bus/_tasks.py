@@ -18,6 +18,7 @@ left to the runner, which hears of it from JetStream's MAX_DELIVERIES advisory.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -62,11 +63,14 @@ from ._pull import Puller
 from ._replicas import replicas_of
 from ._retry import retrying
 from ._rollout import RolloutHandler, failure_row
+from ._settle import PEERS_UNKNOWN, settled
 
 __all__ = [
     "TaskConsumer",
+    "add_results_consumer",
     "agent_consumer",
     "ensure_streams",
+    "results_consumer",
 ]
 
 log = logging.getLogger("gymbus.tasks")
@@ -95,13 +99,19 @@ async def ensure_streams(js: JetStreamContext) -> None:
             num_replicas=replicas,
         ),
     ):
-        try:
-            await js.add_stream(config)
-        except nats.js.errors.BadRequestError:
-            existing = await js.stream_info(config.name or "")
-            config.num_replicas = existing.config.num_replicas
-            if _differs(config, existing.config):
-                await js.update_stream(config)
+        await settled(js, functools.partial(_add_or_update, js, config))
+
+
+async def _add_or_update(js: JetStreamContext, config: StreamConfig) -> None:
+    try:
+        await js.add_stream(config)
+    except nats.js.errors.BadRequestError as exc:
+        if exc.err_code == PEERS_UNKNOWN:
+            raise  # the cluster is settling: asked again by `settled`
+        existing = await js.stream_info(config.name or "")
+        config.num_replicas = existing.config.num_replicas
+        if _differs(config, existing.config):
+            await js.update_stream(config)
 
 
 def _differs(wanted: StreamConfig, existing: StreamConfig) -> bool:
@@ -109,6 +119,29 @@ def _differs(wanted: StreamConfig, existing: StreamConfig) -> bool:
         (getattr(wanted, name) or None) != (getattr(existing, name) or None)
         for name in ("subjects", "retention", "storage", "duplicate_window", "max_age", "num_replicas")
     )
+
+
+def results_consumer(run: str) -> str:
+    """The durable consumer through which the one process that asked for `run` reads its results."""
+    return f"gym-run-{run}"
+
+
+async def add_results_consumer(js: JetStreamContext, run: str, limits: Limits, timeouts: Timeouts) -> str:
+    """Create the results consumer of `run`, delivering from its first result; its name."""
+    name = results_consumer(run)
+    config = ConsumerConfig(
+        durable_name=name,
+        filter_subject=subjects.results(run),
+        deliver_policy=DeliverPolicy.ALL,
+        # Explicit, not ALL: acking the last of a batch would also ack results lost in
+        # transit during a reconnect, which then are never delivered again.
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=timeouts.result_ack_wait,
+        max_ack_pending=limits.result_window * 2,
+        inactive_threshold=RESULTS_MAX_AGE,
+    )
+    await settled(js, lambda: js.add_consumer(subjects.RESULTS_STREAM, config))
+    return name
 
 
 def agent_consumer(agent: str) -> str:
@@ -128,7 +161,7 @@ async def _ensure_agent_consumer(js: JetStreamContext, agent: str, limits: Limit
         max_ack_pending=limits.max_ack_pending,
         max_waiting=4096,
     )
-    await js.add_consumer(subjects.TASKS_STREAM, config)
+    await settled(js, lambda: js.add_consumer(subjects.TASKS_STREAM, config))
     return name
 
 

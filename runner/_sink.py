@@ -21,16 +21,14 @@ import msgspec
 import nats.js.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from bus import Puller, check_out, subjects, token_matches
+from bus import Puller, add_results_consumer, check_out, results_consumer, subjects, token_matches
 from schemas import (
     ATTEMPT,
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
     FAILURE_CLASS,
     FAILURE_MESSAGE,
-    RESULTS_MAX_AGE,
     ROLLOUT_INDEX,
     SEQ,
     TASK_INDEX,
@@ -48,15 +46,11 @@ from ._metrics import Metrics, agent_of
 from ._output import JsonlWriter, OutputPaths, Progressed
 from ._progress import ProgressView
 
-__all__ = ["FailureTally", "ResultSink", "results_consumer"]
+__all__ = ["FailureTally", "ResultSink"]
 
 log = logging.getLogger("gymbus.collect")
 
 _int_decoder = msgspec.json.Decoder(int)
-
-
-def results_consumer(run: str) -> str:
-    return f"gym-run-{run}"
 
 
 _str_decoder = msgspec.json.Decoder(str)
@@ -130,18 +124,7 @@ class ResultSink:
             pass
         if not replay:
             await self.js.purge_stream(subjects.RESULTS_STREAM, subject=subjects.results(self.run))
-        config = ConsumerConfig(
-            durable_name=name,
-            filter_subject=subjects.results(self.run),
-            deliver_policy=DeliverPolicy.ALL,
-            # Explicit, not ALL: acking the last of a batch would also ack results lost in
-            # transit during a reconnect, which then are never delivered again.
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=self.timeouts.result_ack_wait,
-            max_ack_pending=self.limits.result_window * 2,
-            inactive_threshold=RESULTS_MAX_AGE,
-        )
-        await self.js.add_consumer(subjects.RESULTS_STREAM, config)
+        await add_results_consumer(self.js, self.run, self.limits, self.timeouts)
         self.puller = Puller(
             self.nc,
             subjects.RESULTS_STREAM,

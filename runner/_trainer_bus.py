@@ -24,14 +24,15 @@ from dataclasses import dataclass
 import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from bus import (
     Puller,
     TaskPublisher,
+    add_results_consumer,
     check_out,
     ensure_streams,
     failure_row,
+    results_consumer,
     run_key,
     subjects,
     task_headers,
@@ -41,7 +42,6 @@ from bus import (
 from schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
-    RESULTS_MAX_AGE,
     SEQ,
     TOKEN,
     Limits,
@@ -50,7 +50,6 @@ from schemas import (
     header_int,
 )
 
-from ._sink import results_consumer
 from ._workers import is_served
 
 __all__ = ["BatchTask", "TaskBatches"]
@@ -127,20 +126,11 @@ class _Batch:
 
     async def start(self) -> None:
         owner = self.owner
-        config = ConsumerConfig(
-            durable_name=results_consumer(self.run),
-            filter_subject=subjects.results(self.run),
-            deliver_policy=DeliverPolicy.ALL,
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=owner.timeouts.result_ack_wait,
-            max_ack_pending=owner.limits.result_window * 2,
-            inactive_threshold=RESULTS_MAX_AGE,
-        )
-        await owner.js.add_consumer(subjects.RESULTS_STREAM, config)
+        name = await add_results_consumer(owner.js, self.run, owner.limits, owner.timeouts)
         self.puller = Puller(
             self.nc,
             subjects.RESULTS_STREAM,
-            results_consumer(self.run),
+            name,
             owner.limits.result_window,
             self._spawn,
             batch=owner.limits.result_window // 4,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import schemas
 from bench import faults
 from bench._cluster import WEATHER, WEATHER_AGENT, NatsServers, count_lines, tally, wait_until
 
@@ -48,6 +50,41 @@ def _stream_replicas(servers: NatsServers) -> dict[str, int]:
             await nc.close()
 
     return asyncio.run(read())
+
+
+def test_workers_started_with_the_cluster_set_up_once_it_has_settled(tmp_path: Path) -> None:
+    """Three workers connect while the cluster is still electing its leader: each one's
+    streams, buckets and consumers are made once the cluster can (not an error at start)."""
+    import asyncio
+
+    import bus
+
+    async def set_up(url: str) -> None:
+        nc = await bus.connect(url, name="test", replicas=3)
+        try:
+            js = nc.jetstream()
+            await bus.KvSessions.open(js, WEATHER)
+            await bus.ensure_streams(js)
+            await bus.add_results_consumer(js, "settling", schemas.DEFAULT_LIMITS, schemas.DEFAULT_TIMEOUTS)
+        finally:
+            await nc.close()
+
+    async def all_three(servers: NatsServers) -> list[BaseException | None]:
+        return await asyncio.gather(*(set_up(servers.url(node)) for node in range(3)), return_exceptions=True)
+
+    servers = NatsServers(tmp_path, size=3)
+    try:
+        servers.launch()
+        wait_until(lambda: all(_listening(port) for port in servers.ports), 30, "the servers' ports")
+        assert asyncio.run(all_three(servers)) == [None, None, None]
+        assert _stream_replicas(servers)["KV_gym_sessions"] == 3
+    finally:
+        servers.stop()
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def test_a_collection_survives_losing_one_of_three_servers(servers: NatsServers, tmp_path: Path) -> None:
