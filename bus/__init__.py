@@ -45,7 +45,14 @@ from ._runkeys import RUNS_BUCKET, run_key, task_token, token_matches
 from ._services import Endpoint, Handler, ServiceHost, ServiceSpec
 from ._sessions import SESSIONS_BUCKET, KvSessions
 from ._slots import Slots
-from ._tasks import TaskConsumer, add_results_consumer, agent_consumer, ensure_streams, results_consumer
+from ._tasks import (
+    TaskConsumer,
+    add_results_consumer,
+    agent_consumer,
+    ensure_streams,
+    pull_results,
+    results_consumer,
+)
 
 __all__ = [
     "CLAIM",
@@ -98,6 +105,7 @@ __all__ = [
     "nested_deeper",
     "open_bus",
     "producer_role",
+    "pull_results",
     "replicas_from_env",
     "replicas_of",
     "request",

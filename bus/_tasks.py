@@ -21,7 +21,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import nats.errors
 import nats.js.errors
@@ -70,6 +70,7 @@ __all__ = [
     "add_results_consumer",
     "agent_consumer",
     "ensure_streams",
+    "pull_results",
     "results_consumer",
 ]
 
@@ -142,6 +143,19 @@ async def add_results_consumer(js: JetStreamContext, run: str, limits: Limits, t
     )
     await settled(js, lambda: js.add_consumer(subjects.RESULTS_STREAM, config))
     return name
+
+
+async def pull_results(
+    nc: Client, run: str, on_message: Callable[[Msg], None], limits: Limits, timeouts: Timeouts
+) -> Puller:
+    """Start pulling the results of `run`, from its first, into `on_message`."""
+    name = await add_results_consumer(nc.jetstream(timeout=timeouts.connect), run, limits, timeouts)
+    window = limits.result_window
+    puller = Puller(
+        nc, subjects.RESULTS_STREAM, name, window, on_message, batch=window // 4, timeouts=timeouts
+    )
+    await puller.start()
+    return puller
 
 
 def agent_consumer(agent: str) -> str:

@@ -22,7 +22,7 @@ import nats.js.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from bus import Puller, add_results_consumer, check_out, results_consumer, subjects, token_matches
+from bus import Puller, check_out, pull_results, results_consumer, subjects, token_matches
 from schemas import (
     ATTEMPT,
     DEFAULT_LIMITS,
@@ -124,17 +124,7 @@ class ResultSink:
             pass
         if not replay:
             await self.js.purge_stream(subjects.RESULTS_STREAM, subject=subjects.results(self.run))
-        await add_results_consumer(self.js, self.run, self.limits, self.timeouts)
-        self.puller = Puller(
-            self.nc,
-            subjects.RESULTS_STREAM,
-            name,
-            self.limits.result_window,
-            self._queue,
-            batch=self.limits.result_window // 4,
-            timeouts=self.timeouts,
-        )
-        await self.puller.start()
+        self.puller = await pull_results(self.nc, self.run, self._queue, self.limits, self.timeouts)
         self.loop_task = asyncio.create_task(self._drain_forever())
 
     def _queue(self, msg: Msg) -> None:

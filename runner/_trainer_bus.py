@@ -28,10 +28,10 @@ from nats.aio.msg import Msg
 from bus import (
     Puller,
     TaskPublisher,
-    add_results_consumer,
     check_out,
     ensure_streams,
     failure_row,
+    pull_results,
     results_consumer,
     run_key,
     subjects,
@@ -126,17 +126,7 @@ class _Batch:
 
     async def start(self) -> None:
         owner = self.owner
-        name = await add_results_consumer(owner.js, self.run, owner.limits, owner.timeouts)
-        self.puller = Puller(
-            self.nc,
-            subjects.RESULTS_STREAM,
-            name,
-            owner.limits.result_window,
-            self._spawn,
-            batch=owner.limits.result_window // 4,
-            timeouts=owner.timeouts,
-        )
-        await self.puller.start()
+        self.puller = await pull_results(self.nc, self.run, self._spawn, owner.limits, owner.timeouts)
 
     async def gather(self) -> list[bytes]:
         owner = self.owner
