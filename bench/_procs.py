@@ -34,6 +34,11 @@ class Fleet:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stop_children()
+        self.server.stop()
+
+    def stop_children(self) -> None:
+        """SIGTERM every child, and SIGKILL one still running 15 s later."""
         for child in self.children:
             if child.poll() is None:
                 child.terminate()
@@ -42,7 +47,6 @@ class Fleet:
                 child.wait(15)
             except subprocess.TimeoutExpired:
                 child.kill()
-        self.server.stop()
 
     def env(self) -> dict[str, str]:
         clean = {k: v for k, v in os.environ.items() if k not in ("POLICY_BASE_URL",)}

@@ -443,11 +443,7 @@ class _ClusterFleet(Fleet):
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for child in self.children:
-            if child.poll() is None:
-                child.terminate()
-        for child in self.children:
-            child.wait(15)
+        self.stop_children()
         self.servers.stop()
 
     def env(self) -> dict[str, str]:
