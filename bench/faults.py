@@ -213,7 +213,11 @@ def two_runs(cluster: Cluster, work: Path, tasks: int, rng: random.Random) -> Ta
             raise RuntimeError(f"a second run on the same output exited {code}:\n{said[-2000:]}")
     landed = running_with_work_left(first, out, len(keys))
     Cluster.kill(first)
-    pair = [cluster.collect(source, out, *args, "--resume", log=f"resume-{n}.log") for n in range(2)]
+    # Slow as well, so the one that takes the run is still at it when the other starts.
+    pair = [
+        cluster.collect(source, out, *args, "--resume", "--concurrency", "4", log=f"resume-{n}.log")
+        for n in range(2)
+    ]
     codes = sorted(process.wait(timeout=FINISH) for process in pair)
     if codes not in ([0, 0], [0, 1]):
         logs = "\n".join(cluster.log(f"resume-{n}.log")[-1500:] for n in range(2))
