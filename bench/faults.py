@@ -196,23 +196,28 @@ def two_runs(cluster: Cluster, work: Path, tasks: int, rng: random.Random) -> Ta
     `--resume`s start together: one finishes the run; the other refuses, or (if it started
     after the first was done) finds nothing left to do."""
     source, args, keys = weather_tasks(work, tasks)
-    cluster.start_worker(*WORKER)
+    worker = cluster.start_worker(*WORKER)
     out = work / "out.jsonl"
-    # 4 in flight: a few hundred rollouts/s, so the run outlasts the second runs' start-up.
     first = cluster.collect(source, out, *args, "--concurrency", "4")
     at = int(tasks * rng.uniform(0.1, 0.3))
     wait_until(lambda: count_lines(out) >= at or first.poll() is not None, FINISH, f"{at} rollouts")
-    seconds = [
-        cluster.collect(source, out, *args, *extra, log=f"second-{number}.log")
-        for number, extra in enumerate(((), ("--resume",)))
-    ]
-    for number, second in enumerate(seconds):
-        code = second.wait(timeout=30)
-        said = cluster.log(f"second-{number}.log")
-        if code != 1 or f"is being written by another run (pid {first.pid} " not in said:
-            raise RuntimeError(f"a second run on the same output exited {code}:\n{said[-2000:]}")
-    landed = running_with_work_left(first, out, len(keys))
-    Cluster.kill(first)
+    # The worker is held still while the second runs start (seconds on a busy machine), so the
+    # first run, waiting for its results, still has most of its work left when it is killed.
+    os.kill(worker.pid, signal.SIGSTOP)
+    try:
+        seconds = [
+            cluster.collect(source, out, *args, *extra, log=f"second-{number}.log")
+            for number, extra in enumerate(((), ("--resume",)))
+        ]
+        for number, second in enumerate(seconds):
+            code = second.wait(timeout=30)
+            said = cluster.log(f"second-{number}.log")
+            if code != 1 or f"is being written by another run (pid {first.pid} " not in said:
+                raise RuntimeError(f"a second run on the same output exited {code}:\n{said[-2000:]}")
+        landed = running_with_work_left(first, out, len(keys))
+        Cluster.kill(first)
+    finally:
+        os.kill(worker.pid, signal.SIGCONT)
     # Slow as well, so the one that takes the run is still at it when the other starts.
     pair = [
         cluster.collect(source, out, *args, "--resume", "--concurrency", "4", log=f"resume-{n}.log")
