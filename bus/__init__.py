@@ -12,7 +12,7 @@ from ._claims import CLAIM, CLAIMS_BUCKET, check_in, check_out, needs_claim
 from ._codec import decode, decoder, encode, encode_error_reply, nested_deeper
 from ._connection import Bus, check_permitted, connect, nats_url_from_env, open_bus, split_urls
 from ._dead_letters import ExhaustedTasks
-from ._discovery import served_agents, served_subjects, service_infos, service_stats
+from ._discovery import model_servers, served_agents, served_subjects, service_infos, service_stats
 from ._embedded import EmbeddedServer, die_with_parent, find_server_binary, write_seed
 from ._gc import tune_gc
 from ._hosting import ServeOptions, environment_service, model_service, serve_functions, worker_role_name
@@ -99,6 +99,7 @@ __all__ = [
     "inbox_prefix_for",
     "model_role",
     "model_service",
+    "model_servers",
     "monitor_role",
     "nats_url_from_env",
     "needs_claim",

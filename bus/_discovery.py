@@ -18,7 +18,7 @@ from schemas import DEFAULT_TIMEOUTS
 
 from . import _subjects as subjects
 
-__all__ = ["served_agents", "served_subjects", "service_infos", "service_stats"]
+__all__ = ["model_servers", "served_agents", "served_subjects", "service_infos", "service_stats"]
 
 
 async def _gather(nc: Client, subject: str, window: float) -> list[dict[str, Any]]:
@@ -68,3 +68,25 @@ async def served_agents(nc: Client, window: float = DEFAULT_TIMEOUTS.discovery) 
         for info in await service_infos(nc, window=window)
         if (info.metadata or {}).get("kind") == "agent" and (info.metadata or {}).get("environment")
     }
+
+
+async def model_servers(
+    nc: Client, agents: set[str], window: float = DEFAULT_TIMEOUTS.discovery
+) -> dict[str, set[str]]:
+    """The inference servers behind the models `agents` call (each agent's service's
+    `model`): `{model: server URLs}`, as the live model services list them (`servers`;
+    credentials redacted). A model no live service serves is left out; one whose adapter
+    has no server (the offline policy) maps to an empty set."""
+    infos = await service_infos(nc, window=window)
+    models = {
+        (info.metadata or {}).get("model")
+        for info in infos
+        if (info.metadata or {}).get("kind") == "agent" and info.name in agents
+    }
+    servers: dict[str, set[str]] = {}
+    for info in infos:
+        metadata = info.metadata or {}
+        if metadata.get("kind") == "model" and info.name in models:
+            listed = servers.setdefault(info.name, set())
+            listed.update(url for url in metadata.get("servers", "").split(",") if url)
+    return servers

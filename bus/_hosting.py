@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,12 +100,20 @@ def environment_service(
     return ServiceSpec(env.name, "environment", tuple(endpoints), env.description)
 
 
-def model_service(name: str, served_as: str, generate: ModelFunction, description: str = "") -> ServiceSpec:
+def model_service(
+    name: str,
+    served_as: str,
+    generate: ModelFunction,
+    description: str = "",
+    servers: Sequence[str] = (),
+) -> ServiceSpec:
     """A model adapter serving `gym.model.<served_as>.responses`.
 
     A request without a `prompt_cache_key` gets the rollout's session id as one: the
     Responses API's key for keeping related requests on one server's prompt cache, which is
-    how an adapter over several servers keeps a rollout on one of them.
+    how an adapter over several servers keeps a rollout on one of them. `servers` (the
+    inference servers it sends to) are listed in the service's metadata, credentials
+    redacted: a trainer checks there that its weights reach every server its policy uses.
     """
 
     async def responses(data: bytes, headers: Mapping[str, str]) -> bytes:
@@ -116,7 +124,8 @@ def model_service(name: str, served_as: str, generate: ModelFunction, descriptio
         return encode(await generate(params))
 
     endpoint = Endpoint("responses", subjects.model_responses(served_as), responses)
-    return ServiceSpec(served_as, "model", (endpoint,), description, {"adapter": name})
+    metadata = {"adapter": name, "servers": ",".join(redact_url(url) for url in servers)}
+    return ServiceSpec(served_as, "model", (endpoint,), description, metadata)
 
 
 @dataclass(frozen=True)
@@ -199,7 +208,9 @@ async def _start(
             elif isinstance(spec, Model):
                 generate = spec.make(options.model)
                 models.append(generate)
-                served = model_service(spec.name, options.served_model, generate, spec.description)
+                served = model_service(
+                    spec.name, options.served_model, generate, spec.description, options.model.servers
+                )
                 await host.add(served)
             else:
                 handler = rollout_task_handler(nc, spec, options.timeouts)

@@ -228,6 +228,11 @@ class ModelOptions:
     """`vllm` only: put each call's prompt and generated token ids and logprobs on its last
     output item, for training."""
 
+    @property
+    def servers(self) -> list[str]:
+        """The server URLs in `base_url` (several comma-separated), without trailing slashes."""
+        return [url.strip().rstrip("/") for url in (self.base_url or "").split(",") if url.strip()]
+
 
 @dataclass(frozen=True)
 class Model:

@@ -21,7 +21,7 @@ from functions.models._tokens import (
     history_of,
     with_tokens,
 )
-from functions.models.vllm_model import _rollout_key, base_urls
+from functions.models.vllm_model import _rollout_key
 from schemas import BadRequest, FunctionFailed, Item, Response, ResponsesCreateParams
 
 TOOL = {"type": "function", "name": "get_weather", "description": "", "strict": True,
@@ -243,7 +243,8 @@ def test_a_rollout_keeps_its_key_across_calls() -> None:
 
 
 def test_urls_and_the_adapter_choice() -> None:
-    assert base_urls(" http://a:8000/v1/, http://b:8000/v1 ,") == ["http://a:8000/v1", "http://b:8000/v1"]
+    servers = ModelOptions(base_url=" http://a:8000/v1/, http://b:8000/v1 ,").servers
+    assert servers == ["http://a:8000/v1", "http://b:8000/v1"]
     assert policy_adapter(ModelOptions(base_url="http://a/v1", api="vllm")) == "vllm"
     assert policy_adapter(ModelOptions(base_url="http://a/v1", api="chat")) == "openai"
     assert policy_adapter(ModelOptions(api="vllm")) == "offline"
