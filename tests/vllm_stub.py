@@ -34,12 +34,14 @@ class VllmStub:
     token_ids: bool = True
     rendering: list[int] = field(default_factory=lambda: list(PROMPT))
     chat_prompt: list[int] | None = None
+    content: str = "It is cold."
+    """The chat reply's text (a tool call a server without the tool parser leaves as text)."""
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def reset(self) -> None:
         """Answer normally again and forget the requests (one stub serves a module's tests)."""
         fresh = VllmStub()
-        for name in ("status", "message", "fail_next", "token_ids", "rendering", "chat_prompt"):
+        for name in ("status", "message", "fail_next", "token_ids", "rendering", "chat_prompt", "content"):
             setattr(self, name, getattr(fresh, name))
         self.requests.clear()
 
@@ -49,7 +51,7 @@ class VllmStub:
         if self.fail_next:
             self.fail_next -= 1
             return JSONResponse({"error": {"message": self.message}}, self.status)
-        choice: dict[str, Any] = {"message": {"content": "It is cold."}, "finish_reason": "stop"}
+        choice: dict[str, Any] = {"message": {"content": self.content}, "finish_reason": "stop"}
         reply: dict[str, Any] = {"id": "c1", "model": "stub", "choices": [choice]}
         if self.token_ids and body.get("return_token_ids"):
             choice["token_ids"] = GENERATION

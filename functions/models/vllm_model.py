@@ -64,7 +64,7 @@ from ._hermes import split_tool_calls
 from ._servers import Servers
 from ._tokens import CallTokens, History, continue_prompt, generation_of, history_of, with_tokens
 
-__all__ = ["VLLMModel", "base_urls"]
+__all__ = ["VLLMModel"]
 
 T = TypeVar("T")
 
@@ -127,16 +127,11 @@ class _ContextOverflow(Exception):
     """The prompt does not fit the model's context."""
 
 
-def base_urls(base_url: str | None) -> list[str]:
-    """The server URLs in `base_url` (comma-separated), without trailing slashes."""
-    return [url.strip().rstrip("/") for url in (base_url or "").split(",") if url.strip()]
-
-
 class VLLMModel:
     """A generation function over one or more vLLM servers; one connection pool for all."""
 
     def __init__(self, options: ModelOptions) -> None:
-        urls = base_urls(options.base_url)
+        urls = options.servers
         if not urls:
             raise ValueError("the vllm model function needs a server URL (--model-url or POLICY_BASE_URL)")
         self.options = options
@@ -224,6 +219,7 @@ class VLLMModel:
         if not chat.choices:
             raise UpstreamFailed(f"{where}: the server's reply has no choices")
         choice = chat.choices[0]
+        _check_tool_calls_parsed(body, choice.message.content, choice.message.tool_calls, where)
         rendered = chat.prompt_token_ids
         if rendered is None:
             rendered = prompt if prompt is not None else (await self._tokenize(url, body)).tokens
@@ -315,6 +311,22 @@ def _status_error(status: int, content: bytes, url: str) -> Exception:
     if status in _TRANSIENT_STATUS or status >= 500:
         return UpstreamFailed(message)
     return BadRequest(message)
+
+
+def _check_tool_calls_parsed(body: dict[str, Any], content: str | None, parsed: list[Any] | None, where: str) -> None:
+    """A reply whose text holds a call of an offered tool in the Hermes format, which the
+    server did not turn into a tool call, came from a server without the tool-call parser
+    this model writes for: the rollout would end after that turn with no tool run, and
+    its reward would look like the policy's fault."""
+    if parsed or not content or not body.get("tools") or body.get("tool_choice") == "none":
+        return
+    offered = {tool["function"]["name"] for tool in body["tools"]}
+    _, calls = split_tool_calls(content)
+    if any(name in offered for _, name, _ in calls):
+        raise BadRequest(
+            f"{where}: the model wrote a tool call the server did not parse; start vLLM with "
+            "--enable-auto-tool-choice --tool-call-parser hermes (or the parser of this model's template)"
+        )
 
 
 def _server_root(url: str) -> str:

@@ -175,3 +175,17 @@ async def test_input_with_incomplete_token_fields_is_a_bad_request(stub_url: str
     )
     with pytest.raises(BadRequest, match="incomplete token fields"):
         await made(stub_url)(request({"role": "user", "content": "q"}, broken))
+
+
+WEATHER_TOOL = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}
+
+
+async def test_a_tool_call_the_server_did_not_parse_fails_the_call_naming_the_flags(
+    stub: VllmStub, stub_url: str
+) -> None:
+    stub.content = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    with pytest.raises(BadRequest, match="did not parse; start vLLM with --enable-auto-tool-choice"):
+        await made(stub_url)(request(tools=[WEATHER_TOOL]))
+    # Without tools offered (or with tool_choice "none") the same text is just text.
+    assert (await made(stub_url)(request())).output[0].content
+    assert (await made(stub_url)(request(tools=[WEATHER_TOOL], tool_choice="none"))).output[0].content
