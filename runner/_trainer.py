@@ -10,9 +10,9 @@
     )
 
 For each prompt of a batch (TRL repeats each `num_generations` times, consecutively) the
-function finds the prompt's task row in the trainer's dataset, sets the trainer's
-`temperature`, `top_p` and `max_completion_length` (as `max_output_tokens`, per model
-call) in its `responses_create_params`, and publishes it to its agent's durable task
+function finds the prompt's task row in the trainer's dataset, writes the trainer's
+complete sampling parameters into its `responses_create_params` (`Sampling`: no
+inference server's default may apply), and publishes it to its agent's durable task
 queue (rows of several environments in one batch, each routed by its `agent_ref`). The
 rewarded rollouts come back one per prompt, in order, as TRL 1.16's contract wants:
 `prompt_ids`, `completion_ids` (model and environment tokens interleaved), `env_mask`
@@ -20,9 +20,23 @@ rewarded rollouts come back one per prompt, in order, as TRL 1.16's contract wan
 functions `env_reward` and `num_turns`.
 
 A rollout that failed (the agent's failure row, no token ids, a prompt that does not
-extend the previous turn) trains as a masked placeholder with reward 0, and is counted:
-a warning per batch, the metric `gymbus/failed_rollouts` in the trainer's logs, and
-`BusRollouts.failures`. A batch in which every rollout failed is an error.
+extend the previous turn) trains as a masked placeholder whose `env_reward` is `None`:
+TRL leaves a row for which every reward function returns `None` out of its group's mean
+and standard deviation and gives it no advantage, so the rollouts that succeeded get the
+advantages their group alone would give (a reward function of your own must return
+`None` where `env_reward` is `None`). Failures are counted: a warning per batch, the
+metric `gymbus/failed_rollouts` in the trainer's logs, and `BusRollouts.failures`.
+
+A batch in which every rollout failed, or any error in the rollout function, stops
+every training process together: under `accelerate launch` the processes (ranks)
+exchange their outcome after each batch, and all raise with the first failing rank's
+reason, where otherwise the others would wait for it in a collective forever.
+
+Before the first rollouts, the function checks where TRL's weight sync goes: with
+`use_vllm` in server mode, `vllm_server_base_url` must be the one inference server of
+every policy model the batch's agents call (as their model services list them), since
+TRL's NCCL transfer reaches that one server only; colocated vLLM is refused (the bus's
+rollouts never run on the trainer's own engine).
 
 The policy's model function must capture token ids (the `vllm` function does); TRL and
 torch are the trainer's dependencies and are never imported by this module.
@@ -41,7 +55,7 @@ from typing import Any, Self, TypeVar
 import msgspec
 from nats.aio.client import Client
 
-from bus import connect, nats_url_from_env
+from bus import connect, model_servers, nats_url_from_env
 from schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
@@ -59,6 +73,7 @@ from schemas import (
 
 from ._trainer_bus import BatchTask, TaskBatches
 from ._trainer_data import TaskIndex
+from ._trainer_sampling import Sampling
 from ._trainer_tokens import StitchError, TokenSequence, stitch
 
 __all__ = ["BusRollouts", "Sampling", "environment_reward"]
@@ -70,37 +85,12 @@ _task_decoder = msgspec.json.Decoder(TaskRow)
 _rollout_decoder = msgspec.json.Decoder(Rollout)
 
 
-def environment_reward(completions: list[Any], env_reward: list[float], **kwargs: Any) -> list[float]:
-    """A TRL reward function: each rollout's reward from its environment's verifier."""
-    return [float(reward) for reward in env_reward]
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """The sampling parameters a trainer sets, as the rollouts' requests carry them."""
-
-    temperature: float
-    top_p: float
-    max_output_tokens: int | None
-
-    @classmethod
-    def of(cls, args: Any) -> Sampling:
-        """From a `GRPOConfig`. Parameters the Responses API cannot carry (`top_k`, `min_p`,
-        `repetition_penalty`, `generation_kwargs`) must be left at their defaults: a rollout
-        sampled otherwise than the trainer assumes would be a wrong sample."""
-        unsent = {
-            "top_k": getattr(args, "top_k", 0) not in (0, None, -1),
-            "min_p": getattr(args, "min_p", None) not in (None, 0.0),
-            "repetition_penalty": getattr(args, "repetition_penalty", 1.0) not in (None, 1.0),
-            "generation_kwargs": bool(getattr(args, "generation_kwargs", None)),
-        }
-        if any(unsent.values()):
-            names = ", ".join(name for name, is_set in unsent.items() if is_set)
-            raise ValueError(
-                f"{names} cannot reach the rollouts (the Responses API has no such parameter): leave "
-                "them at their defaults, or the trainer would learn from samples it did not ask for"
-            )
-        return cls(float(args.temperature), float(args.top_p), args.max_completion_length)
+def environment_reward(
+    completions: list[Any], env_reward: list[float | None], **kwargs: Any
+) -> list[float | None]:
+    """A TRL reward function: each rollout's reward from its environment's verifier, `None`
+    for a rollout that failed (TRL then leaves it out of its group's statistics)."""
+    return [None if reward is None else float(reward) for reward in env_reward]
 
 
 @dataclass(frozen=True)
@@ -146,11 +136,26 @@ class BusRollouts:
         self._nc: Client | None = None
         self._batches: TaskBatches | None = None
         self._indexes: dict[int, tuple[Any, TaskIndex]] = {}
+        self._sync_checked = False
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
-        sampling = Sampling.of(trainer.args)
-        tasks = self._tasks(prompts, trainer, sampling)
-        rows = self._run(self._batches_of().run(tasks))
+        outputs: dict[str, list[Any]] = {}
+        error: Exception | None = None
+        try:
+            outputs = self._batch(prompts, trainer)
+        except Exception as exc:  # noqa: BLE001 - every rank must hear of it before any raises
+            error = exc
+        _stop_together(trainer, error)
+        return outputs
+
+    def _batch(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        training = _training(trainer)
+        tasks = self._tasks(prompts, trainer, Sampling.of(trainer.args), training)
+        batches = self._batches_of()
+        if not self._sync_checked:
+            servers = self._run(batches.model_servers({task.agent for task in tasks}))
+            self._sync_checked = check_weight_sync(trainer.args, servers)
+        rows = self._run(batches.run(tasks))
         return self._outputs(rows, trainer)
 
     def close(self) -> None:
@@ -170,20 +175,24 @@ class BusRollouts:
 
     # The task rows of a batch
 
-    def _tasks(self, prompts: Sequence[Any], trainer: Any, sampling: Sampling) -> list[BatchTask]:
+    def _tasks(
+        self, prompts: Sequence[Any], trainer: Any, sampling: Sampling, training: bool
+    ) -> list[BatchTask]:
         repeats: Counter[int] = Counter()
         tasks = []
         for prompt in prompts:
-            position, task = self._find(prompt, trainer)
-            tasks.append(_task(task, position, repeats[position], sampling))
+            index, position, task = self._find(prompt, trainer)
+            label = index.describe(position)
+            tasks.append(_task(task, label, position, repeats[position], sampling, training))
             repeats[position] += 1
         return tasks
 
-    def _find(self, prompt: Any, trainer: Any) -> tuple[int, str]:
+    def _find(self, prompt: Any, trainer: Any) -> tuple[TaskIndex, int, str]:
         for dataset in _datasets(trainer):
-            found = self._index(dataset).find(prompt)
+            index = self._index(dataset)
+            found = index.find(prompt)
             if found is not None:
-                return found
+                return index, *found
         raise ValueError(f"no task row in the trainer's datasets has the prompt {prompt!r:.200}")
 
     def _index(self, dataset: Any) -> TaskIndex:
@@ -221,6 +230,7 @@ class BusRollouts:
         self.rollouts += len(rows)
         self.failures.update(one.failure_class for one in failed)
         _report(failed, len(rows))
+        _record(trainer, "gymbus/failed_rollouts", float(len(failed)))
         eos = _eos_id(trainer)
         out: dict[str, list[Any]] = {key: [] for key in _KEYS}
         for sequence, reward in sequences:
@@ -233,7 +243,6 @@ class BusRollouts:
             out["logprobs"].append(sequence.logprobs)
             out["env_reward"].append(reward)
             out["num_turns"].append(sequence.num_turns)
-        _record(trainer, "gymbus/failed_rollouts", float(len(failed)))
         _record(trainer, "gymbus/num_turns", sum(out["num_turns"]) / max(1, len(rows)))
         return out
 
@@ -241,36 +250,34 @@ class BusRollouts:
 _KEYS = ("prompt_ids", "completion_ids", "env_mask", "logprobs", "env_reward", "num_turns")
 
 
-def _task(task: str, position: int, repeat: int, sampling: Sampling) -> BatchTask:
+def _task(
+    task: str, label: str, position: int, repeat: int, sampling: Sampling, training: bool
+) -> BatchTask:
     row = _task_decoder.decode(task)
     agent = row.agent_ref.name if isinstance(row.agent_ref, AgentRef) else None
     if agent is None:
-        raise ValueError(f"task row {position} of the trainer's dataset has no agent_ref")
-    params = msgspec.structs.replace(
-        row.responses_create_params,
-        temperature=sampling.temperature,
-        top_p=sampling.top_p,
-        max_output_tokens=sampling.max_output_tokens,
-    )
+        raise ValueError(f"{label} has no agent_ref")
+    params = sampling.apply(row.responses_create_params, label, training)
     fields = {RESPONSES_CREATE_PARAMS: params, TASK_INDEX: position, ROLLOUT_INDEX: repeat}
     return BatchTask(agent, merge_row(task.encode(), **fields))
 
 
-def _sequence(row: bytes) -> tuple[TokenSequence | _Placeholder, float]:
-    """A rollout row as a token sequence and its reward; a failure as a placeholder, reward 0."""
+def _sequence(row: bytes) -> tuple[TokenSequence | _Placeholder, float | None]:
+    """A rollout row as a token sequence and its reward; a failure as a placeholder with
+    no reward."""
     try:
         rollout = _rollout_decoder.decode(row)
     except msgspec.DecodeError as exc:
-        return _Placeholder("bad_result", f"the rollout row does not decode: {exc}"), 0.0
+        return _Placeholder("bad_result", f"the rollout row does not decode: {exc}"), None
     if isinstance(rollout.failure_class, str):
         message = rollout.failure_message if isinstance(rollout.failure_message, str) else ""
-        return _Placeholder(rollout.failure_class, message), 0.0
+        return _Placeholder(rollout.failure_class, message), None
     if isinstance(rollout.response, msgspec.UnsetType):
-        return _Placeholder("bad_result", "the rollout row has no response"), 0.0
+        return _Placeholder("bad_result", "the rollout row has no response"), None
     try:
         return stitch(rollout.response.output), float(rollout.reward)
     except StitchError as exc:
-        return _Placeholder(exc.failure_class, exc.message), 0.0
+        return _Placeholder(exc.failure_class, exc.message), None
 
 
 def _report(failed: list[_Placeholder], total: int) -> None:
@@ -283,9 +290,74 @@ def _report(failed: list[_Placeholder], total: int) -> None:
         # Nothing to learn from: TRL would divide the loss by zero masked-in tokens.
         raise RuntimeError(f"every rollout of the batch failed ({summary}); first: {failed[0].message}")
     log.warning(
-        "%d of %d rollouts failed (%s) and train as masked placeholders with reward 0; first: %s",
+        "%d of %d rollouts failed (%s) and train as masked placeholders, left out of their "
+        "groups' statistics; first: %s",
         len(failed), total, summary, failed[0].message,
     )  # fmt: skip
+
+
+def _stop_together(trainer: Any, error: Exception | None) -> None:
+    """Raise on every training process if the rollout function failed on any, all with the
+    first failing rank's reason (alone, its own error). A rank that raised alone would
+    leave the others waiting for it in the step's collectives forever."""
+    accelerator = getattr(trainer, "accelerator", None)
+    processes = int(getattr(accelerator, "num_processes", 1) or 1)
+    reason = None if error is None else f"{type(error).__name__}: {error}"
+    if processes == 1:
+        reasons = [reason]
+    else:
+        from accelerate.utils import gather_object  # the trainer's dependency (TRL's)
+
+        reasons = gather_object([reason])
+    failing = [(rank, text) for rank, text in enumerate(reasons) if text is not None]
+    if not failing:
+        return
+    if error is not None and processes == 1:
+        raise error
+    rank, text = failing[0]
+    raise RuntimeError(f"rank {rank} of {processes} stopped the rollouts: {text}") from error
+
+
+def check_weight_sync(args: Any, servers: dict[str, set[str]]) -> bool:
+    """Refuse (`ValueError`) a TRL weight sync that would miss a server the policy
+    generates on; `servers` maps each policy model to its inference servers. Returns
+    whether the check could be made (every model's servers were listed)."""
+    if not getattr(args, "use_vllm", False):
+        return True  # no sync: the servers keep the weights they started with
+    if getattr(args, "vllm_mode", "server") != "server":
+        raise ValueError(
+            "vllm_mode='colocate' syncs the weights into the trainer's own vLLM engine, which the bus's "
+            "rollouts never run on: serve the policy with vLLM and use vllm_mode='server'"
+        )
+    synced = args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}"
+    target = _server_root(synced)
+    for model, urls in sorted(servers.items()):
+        roots = sorted({_server_root(url) for url in urls})
+        if target not in roots:
+            listed = ", ".join(roots) or "no inference server (its adapter calls none)"
+            raise ValueError(
+                f"the trainer syncs its weights to {synced} (vllm_server_base_url), but model `{model}`, "
+                f"the policy its agents call, generates on {listed}: its rollouts would never see the "
+                "trained weights"
+            )
+        if len(roots) > 1:
+            others = ", ".join(root for root in roots if root != target)
+            raise ValueError(
+                f"TRL's NCCL weight sync reaches one server ({synced}), but model `{model}` also generates "
+                f"on {others}, whose rollouts would come from the old weights: serve the policy from that "
+                "one server (--model-url), or deliver LoRA adapters over the bus"
+            )
+    if not servers:
+        log.warning("could not check where the weights go: no live service serves the agents' models yet")
+    return bool(servers)
+
+
+def _server_root(url: str) -> str:
+    return url.rstrip("/").removesuffix("/v1")
+
+
+def _training(trainer: Any) -> bool:
+    return bool(getattr(getattr(trainer, "model", None), "training", True))
 
 
 def _datasets(trainer: Any) -> list[Any]:
@@ -293,9 +365,7 @@ def _datasets(trainer: Any) -> list[Any]:
     train = getattr(trainer, "train_dataset", None)
     evals = getattr(trainer, "eval_dataset", None)
     evals = list(evals.values()) if isinstance(evals, dict) else [evals]
-    model = getattr(trainer, "model", None)
-    training = bool(getattr(model, "training", True))
-    ordered = [train, *evals] if training else [*evals, train]
+    ordered = [train, *evals] if _training(trainer) else [*evals, train]
     return [dataset for dataset in ordered if dataset is not None]
 
 
@@ -314,9 +384,8 @@ def _record(trainer: Any, name: str, value: float) -> None:
     `_metrics` lists into its next log line; `trainer.log()` here would flush TRL's own
     metrics of the step early."""
     metrics = getattr(trainer, "_metrics", None)
-    model = getattr(trainer, "model", None)
     if isinstance(metrics, dict):
-        mode = "train" if getattr(model, "training", True) else "eval"
+        mode = "train" if _training(trainer) else "eval"
         metrics[mode][name].append(value)
 
 

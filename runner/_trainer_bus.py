@@ -31,6 +31,7 @@ from bus import (
     check_out,
     ensure_streams,
     failure_row,
+    model_servers,
     pull_results,
     results_consumer,
     run_key,
@@ -95,6 +96,10 @@ class TaskBatches:
         self.forged = 0
         """Results dropped because their signature did not match their task's."""
 
+    async def model_servers(self, agents: set[str]) -> dict[str, set[str]]:
+        """The inference servers of the models `agents` call, as their live services list them."""
+        return await model_servers(self.nc, agents, self.timeouts.discovery)
+
     async def run(self, tasks: Sequence[BatchTask]) -> list[bytes]:
         """Every task's rollout row (or failure row), in the order of `tasks`."""
         if not self.key:
@@ -131,7 +136,7 @@ class _Batch:
     async def gather(self) -> list[bytes]:
         owner = self.owner
         deadline = time.time() + owner.rollout_timeout
-        served = await self._served({task.agent for task in self.tasks})
+        served = await _wait_served(self.nc, {task.agent for task in self.tasks}, owner.timeouts.worker_start)
         publisher = TaskPublisher(self.nc, owner.limits.publish_window, owner.timeouts)
         for seq, task in enumerate(self.tasks):
             if served[task.agent]:
@@ -154,21 +159,6 @@ class _Batch:
             row if row is not None else failure_row(task.body, "deadline_exceeded", message)
             for row, task in zip(self.rows, self.tasks, strict=True)
         ]
-
-    async def _served(self, agents: set[str]) -> dict[str, bool]:
-        """Which agents some worker serves. One that none does yet is waited for, up to
-        `timeouts.worker_start` in all: workers started beside a trainer may still be starting."""
-        deadline = time.monotonic() + self.owner.timeouts.worker_start
-        served = {}
-        for agent in sorted(agents):
-            live = await is_served(self.nc, agent)
-            if not live:
-                log.warning("no worker serves agent %s yet; waiting for one", agent)
-            while not live and time.monotonic() < deadline:
-                await asyncio.sleep(0.5)
-                live = await is_served(self.nc, agent)
-            served[agent] = live
-        return served
 
     def _settle(self, seq: int, row: bytes) -> None:
         if 0 <= seq < len(self.rows) and self.rows[seq] is None:
@@ -217,3 +207,19 @@ class _Batch:
             await js.purge_stream(subjects.RESULTS_STREAM, subject=subjects.results(self.run))
         except nats.errors.Error as exc:
             log.debug("could not clean up batch %s: %s", self.run, type(exc).__name__)
+
+
+async def _wait_served(nc: Client, agents: set[str], timeout: float) -> dict[str, bool]:
+    """Which agents some worker serves. One that none does yet is waited for, up to
+    `timeout` in all: workers started beside a trainer may still be starting."""
+    deadline = time.monotonic() + timeout
+    served = {}
+    for agent in sorted(agents):
+        live = await is_served(nc, agent)
+        if not live:
+            log.warning("no worker serves agent %s yet; waiting for one", agent)
+        while not live and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            live = await is_served(nc, agent)
+        served[agent] = live
+    return served

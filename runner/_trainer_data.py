@@ -1,11 +1,12 @@
 """Task rows as the dataset a trainer reads, and the way back from a prompt to its row.
 
-`tasks_dataset(path)` makes one dataset row per input line, with three columns:
+`tasks_dataset(path)` makes one dataset row per input line, with four columns:
 
     prompt  the row's prompt as chat messages (`[{"role": ..., "content": ...}]`), the
             conversational format TRL's GRPOTrainer expects and logs
     task    the whole input row as JSON, which the rollout function sends to an agent
     agent   the agent that runs it (`agent_ref.name`, or the default agent)
+    origin  where the row comes from, `file:line`, for messages about it
 
 TRL hands a rollout function only the prompts of a batch. `TaskIndex` finds each
 prompt's task row again, by the prompt's exact content. Two rows with the same prompt
@@ -92,9 +93,12 @@ class TaskIndex:
     """Which task row a prompt belongs to. Holds a digest and a position per distinct
     prompt; the task itself stays in the dataset it was built from."""
 
-    def __init__(self, prompts: Sequence[Any], tasks: Sequence[str]) -> None:
+    def __init__(
+        self, prompts: Sequence[Any], tasks: Sequence[str], origins: Sequence[str] | None = None
+    ) -> None:
         self.prompts = prompts
         self.tasks = tasks
+        self.origins = origins
         self.positions: dict[bytes, int] = {}
         for position, prompt in enumerate(prompts):
             first = self.positions.setdefault(prompt_key(prompt), position)
@@ -106,7 +110,8 @@ class TaskIndex:
         """The index of a dataset with `prompt` and `task` columns (a `datasets.Dataset`,
         or anything whose `[column]` gives a sequence)."""
         try:
-            return cls(dataset["prompt"], dataset["task"])
+            origins = dataset["origin"] if "origin" in getattr(dataset, "column_names", ()) else None
+            return cls(dataset["prompt"], dataset["task"], origins)
         except (KeyError, ValueError) as exc:
             if isinstance(exc, DuplicatePrompt):
                 raise
@@ -121,6 +126,11 @@ class TaskIndex:
         if position is None:
             return None
         return position, self.tasks[position]
+
+    def describe(self, position: int) -> str:
+        """How a message names the row at `position`: its file and line where known."""
+        where = f" ({self.origins[position]})" if self.origins is not None else ""
+        return f"task row {position} of the trainer's dataset{where}"
 
 
 def read_tasks(path: Path, agent: str | None = None) -> tuple[list[str], list[str], list[int]]:
@@ -185,4 +195,5 @@ def tasks_dataset(sources: Source | Iterable[Source], agent: str | None = None) 
             line=line,
             field="responses_create_params.input",
         ) from None
-    return Dataset.from_dict({"prompt": prompts, "task": tasks, "agent": agents})
+    origin = [f"{path}:{line}" for path, line in origins]
+    return Dataset.from_dict({"prompt": prompts, "task": tasks, "agent": agents, "origin": origin})

@@ -57,6 +57,8 @@ class VllmServer:
         default_factory=lambda: Path(tempfile.mkstemp(prefix="gymbus-vllm-", suffix=".log")[1])
     )
     started_in: float = 0.0
+    extra_args: list[str] = field(default_factory=list)
+    """Flags added to the command (`--logprobs-mode processed_logprobs`, say)."""
 
     @property
     def url(self) -> str:
@@ -76,7 +78,7 @@ class VllmServer:
             "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
             "--logits-processors", "tests.vllm_steering:RegexSteering", "--seed", "0",
             # No torch.compile: starts in ~20 s instead of ~55 s, no slower on this model.
-            "--enforce-eager",
+            "--enforce-eager", *self.extra_args,
         ]  # fmt: skip
 
     def start(self) -> None:

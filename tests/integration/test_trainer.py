@@ -222,24 +222,29 @@ class Recorder:
         return environment_reward(completions, **kwargs)
 
 
-def model_logprobs(model: Any, prompt: list[int], completion: list[int]) -> list[float]:
-    """Logprob of each completion token under `model` (temperature 1), one forward pass."""
+def model_logprobs(model: Any, prompt: list[int], completion: list[int], temperature: float = 1.0) -> list[float]:
+    """Logprob of each completion token under `model`, a plain softmax at `temperature`,
+    one forward pass."""
     with torch.no_grad():
         logits = model(torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1]
-        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)
         return logprobs.gather(1, torch.tensor(completion)[:, None])[:, 0].tolist()
 
 
-def shorter_is_better(completion_ids: list[list[int]], **kwargs: Any) -> list[float]:
+def shorter_is_better(
+    completion_ids: list[list[int]], env_reward: list[float | None], **kwargs: Any
+) -> list[float | None]:
     """A second reward that differs within a group, so the step's advantages are not all
-    zero: an environment's reward alone is often the same for every rollout of a prompt."""
-    return [-len(ids) / 100 for ids in completion_ids]
+    zero: an environment's reward alone is often the same for every rollout of a prompt.
+    `None` for a failed rollout, as every reward function must give it."""
+    return [None if env is None else -len(ids) / 100 for ids, env in zip(completion_ids, env_reward, strict=True)]
 
 
 def test_one_grpo_step_on_a_batch_mixing_two_environments(
     agents: Callable[[int], WorkerProcesses],
     tmp_path: Path,
     trainer_bus: Fleet,
+    vllm_server: VllmServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     agents(1)
@@ -251,7 +256,11 @@ def test_one_grpo_step_on_a_batch_mixing_two_environments(
     with BusRollouts(trainer_bus.url, rollout_timeout=120) as rollouts:
         recorder = Recorder(rollouts)
         config = grpo_config(
-            tmp_path, use_vllm=True, vllm_mode="server", vllm_importance_sampling_correction=True
+            tmp_path,
+            use_vllm=True,
+            vllm_mode="server",
+            vllm_server_base_url=vllm_server.root,
+            vllm_importance_sampling_correction=True,
         )
         trainer = trainer_for(dataset, recorder, config, [recorder.reward, shorter_is_better])
         before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
@@ -369,7 +378,7 @@ def test_failed_rollouts_train_as_masked_placeholders_and_are_counted(
         assert trainer._metrics["train"]["gymbus/failed_rollouts"] == [2.0]
         for key, placeholder in (("prompt_ids", [eos]), ("completion_ids", [eos]), ("env_mask", [0])):
             assert out[key][2:] == [placeholder, placeholder], key
-        assert out["env_reward"][2:] == [0.0, 0.0] and out["num_turns"][2:] == [0, 0]
+        assert out["env_reward"][2:] == [None, None] and out["num_turns"][2:] == [0, 0]
         assert all(any(mask) for mask in out["env_mask"][:2])  # the weather rollouts are real
 
         with pytest.raises(RuntimeError, match=r"every rollout of the batch failed \(2 no_worker\)"):
@@ -429,3 +438,72 @@ def test_the_readme_trains_one_step_on_a_cpu(
     assert done.returncode == 0, done.stderr[-3000:]
     assert "trained 1 step(s) on 4 rollouts (0 failed)" in done.stdout, done.stdout[-2000:]
     assert (tmp_path / "out" / "model.safetensors").exists()
+
+
+def test_a_row_that_would_change_the_trainers_sampling_is_refused(
+    agents: Callable[[int], WorkerProcesses], tmp_path: Path, trainer_bus: Fleet
+) -> None:
+    agents(1)
+    rows = [json.loads(line) for line in (EXAMPLES / f"{WEATHER}.jsonl").read_text().splitlines()]
+    rows[1]["responses_create_params"]["metadata"] = {"extra_body": json.dumps({"top_k": 5})}
+    data = tmp_path / "weather.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    dataset = tasks_dataset((data, WEATHER_AGENT)).select([0, 1])
+    with BusRollouts(trainer_bus.url, rollout_timeout=120) as rollouts:
+        trainer = trainer_for(dataset, rollouts, grpo_config(tmp_path))
+        with pytest.raises(ValueError) as refused:
+            trainer.train()
+        assert rollouts.rollouts == 0 and trainer.state.global_step == 0
+    message = str(refused.value)
+    print(message)
+    assert f"task row 1 of the trainer's dataset ({data}:2)" in message
+    assert "responses_create_params.metadata.extra_body.top_k" in message
+
+
+def test_weights_synced_to_a_server_the_policy_does_not_use_are_refused_before_training(
+    agents: Callable[[int], WorkerProcesses],
+    tmp_path: Path,
+    trainer_bus: Fleet,
+    vllm_server: VllmServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    agents(1)
+    monkeypatch.setattr("trl.trainer.grpo_trainer.VLLMGeneration", WeightsAlreadyServed)
+    dataset = tasks_dataset((EXAMPLES / f"{WEATHER}.jsonl", WEATHER_AGENT)).select([0, 1])
+    elsewhere = "http://127.0.0.1:9"
+    config = grpo_config(tmp_path, use_vllm=True, vllm_mode="server", vllm_server_base_url=elsewhere)
+    with BusRollouts(trainer_bus.url, rollout_timeout=120) as rollouts:
+        trainer = trainer_for(dataset, rollouts, config)
+        with pytest.raises(ValueError) as refused:
+            trainer.train()
+        assert rollouts.rollouts == 0 and trainer.state.global_step == 0
+    message = str(refused.value)
+    print(message)
+    assert f"syncs its weights to {elsewhere}" in message
+    assert f"model `policy`, the policy its agents call, generates on {vllm_server.root}" in message
+
+
+def test_when_one_training_process_must_stop_every_process_stops_with_its_reason(
+    agents: Callable[[int], WorkerProcesses], tmp_path: Path, trainer_bus: Fleet
+) -> None:
+    agents(1)
+    weather = steered(EXAMPLES / f"{WEATHER}.jsonl", tmp_path / "weather.jsonl")
+    orphan = tmp_path / "orphan.jsonl"  # an agent no worker serves: process 1's rollouts all fail
+    orphan.write_text(json.dumps({"responses_create_params": {"input": "Anyone there?"}}) + "\n")
+    launch = [
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--monitor_interval", "5",
+        str(Path(__file__).with_name("two_ranks.py")), trainer_bus.url, str(tmp_path),
+        f"{weather}:{WEATHER_AGENT}", f"{orphan}:nobody_agent",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "true"}
+    started = time.monotonic()
+    done = subprocess.run(launch, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    took = time.monotonic() - started
+    written = [tmp_path / f"rank{rank}.txt" for rank in (0, 1)]
+    outcomes = [path.read_text() if path.exists() else "(ended without a reason)" for path in written]
+    print(f"both processes exited in {took:.1f} s: {outcomes}")
+    assert done.returncode != 0, done.stdout[-2000:]
+    assert took < 60
+    assert outcomes[0] == outcomes[1], done.stderr[-3000:]
+    assert "rank 1 of 2" in outcomes[0] and "every rollout of the batch failed (2 no_worker)" in outcomes[0]
