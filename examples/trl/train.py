@@ -7,11 +7,14 @@ The config names the model, the datasets to blend (NeMo Gym JSONL files, relativ
 config; `agent` runs a file's rows that name none) and `GRPOConfig` settings. Rollouts
 run on the bus at `NATS_URL` (or `--nats-url`): agent workers, environments and the
 policy (the `vllm` model function, pointed at the same vLLM server) must serve there.
-The trainer's `temperature`, `top_p` and `max_completion_length` reach every rollout.
+Every rollout samples with the trainer's complete sampling parameters (temperature,
+top_p, top_k, min_p, penalties, max_completion_length), so no server default applies.
 
 On a GPU, TRL pushes the trainer's weights to that vLLM server before each batch of
 rollouts (`--vllm-url`: vLLM started with `--weight-transfer-config`, as `trl
-vllm-serve` does) and corrects for what differs with importance sampling. `--cpu` runs
+vllm-serve` does) and corrects for what differs with importance sampling; `--vllm-url`
+must be the one server the policy's model function generates on (refused otherwise).
+Several training GPUs: `accelerate launch --num_processes N examples/trl/train.py ...`. `--cpu` runs
 without vLLM in the trainer (that transfer needs a GPU): vLLM keeps the first weights, so
 only the first step is on-policy; it checks the wiring, it does not train a model.
 """
