@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
-import bus
-import schemas
+from gymbus import bus
+from gymbus import schemas
 from bench.openai_stub import free_port
 
 WEATHER = "example_single_tool_call"
 WEATHER_AGENT = "example_single_tool_call_simple_agent"
-RUNNER = [sys.executable, "-m", "runner"]
+RUNNER = [sys.executable, "-m", "gymbus.runner"]
 
 
 @dataclass

@@ -12,9 +12,8 @@ from typing import Self
 
 import psutil
 
-import bus
-
-RUNNER = [sys.executable, "-m", "runner"]
+from gymbus import bus
+RUNNER = [sys.executable, "-m", "gymbus.runner"]
 BENCH = [sys.executable, "-m", "bench"]
 WEATHER = "example_single_tool_call"
 WEATHER_AGENT = "example_single_tool_call_simple_agent"

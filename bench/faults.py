@@ -30,7 +30,7 @@ from pathlib import Path
 
 from nats.aio.msg import Msg
 
-import bus
+from gymbus import bus
 from bench._cluster import WEATHER, WEATHER_AGENT, Cluster, Tally, Watch, count_lines, tally, wait_until
 from bench.openai_stub import OpenAIStub, StubServer
 

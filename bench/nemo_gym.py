@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import aiohttp
 import psutil
 
-import bus
-import schemas
+from gymbus import bus
+from gymbus import schemas
 from bench._procs import RUNNER, WEATHER, Fleet
 
 __all__ = ["ToolCost", "p10_bridge_cost"]

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import msgspec
 from aiohttp import web
 
-from functions.models.offline import offline_policy
-from schemas import ResponsesCreateParams
+from gymbus.functions.models.offline import offline_policy
+from gymbus.schemas import ResponsesCreateParams
 
 _decoder = msgspec.json.Decoder(ResponsesCreateParams)
 _FAILURE = b'{"error": {"message": "injected failure", "type": "server_error"}}'

@@ -42,8 +42,8 @@ from typing import Any, Self
 
 import psutil
 
-import bus
-import schemas
+from gymbus import bus
+from gymbus import schemas
 from bench._cluster import NatsServers
 from bench._procs import (
     EXAMPLE,
@@ -288,8 +288,8 @@ def _wait_for_port(port: int, timeout: float = 20.0) -> None:
 
 
 async def _adapter_calls(url: str, concurrency: int, seconds: float) -> CallRate:
-    from functions import MODELS, ModelOptions
-    from schemas import ResponsesCreateParams
+    from gymbus.functions import MODELS, ModelOptions
+    from gymbus.schemas import ResponsesCreateParams
 
     generate = MODELS["openai"].make(ModelOptions(base_url=url, api_key="bench", model="stub"))
     params = ResponsesCreateParams(input="what's the weather like in sf?")
@@ -347,7 +347,7 @@ def _weather_params() -> schemas.ResponsesCreateParams:
 
 
 async def _vllm_calls(url: str, concurrency: int, seconds: float) -> CallRate:
-    from functions import MODELS, ModelOptions
+    from gymbus.functions import MODELS, ModelOptions
 
     generate = MODELS["vllm"].make(ModelOptions(base_url=url, model="stub", api="vllm"))
     params = _weather_params()
@@ -361,7 +361,7 @@ async def _aiohttp_chat_calls(url: str, concurrency: int, seconds: float) -> Cal
     import aiohttp
     import msgspec
 
-    from functions.models._chat import chat_request
+    from gymbus.functions.models._chat import chat_request
 
     body = chat_request(_weather_params(), "stub", reasoning="think")
     body.update(logprobs=True, top_logprobs=0, return_token_ids=True, return_tokens_as_token_ids=True, n=1)

@@ -33,7 +33,7 @@ AGENTS = [f"bench_agent_{i}" for i in range(5)]
 INDEX_RSS = """
 import resource, sys, time
 from pathlib import Path
-from runner._view_index import RolloutIndex
+from gymbus.runner._view_index import RolloutIndex
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 started = time.perf_counter()
 index = RolloutIndex(Path(sys.argv[1]))
@@ -125,7 +125,7 @@ def _get(url: str) -> tuple[float, int]:
 
 def v2_server(path: Path, rows: int) -> tuple[str, subprocess.Popen[str]]:
     started = time.perf_counter()
-    server = subprocess.Popen([sys.executable, "-m", "runner", "view", str(path)], stdout=subprocess.PIPE,
+    server = subprocess.Popen([sys.executable, "-m", "gymbus.runner", "view", str(path)], stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True)  # fmt: skip
     assert server.stdout is not None
     url = server.stdout.readline().strip()

@@ -22,8 +22,8 @@ import msgspec
 from aiohttp import web
 
 from bench.openai_stub import OpenAIStub
-from functions.models.offline import offline_policy
-from schemas import ContentPart, Item, ResponsesCreateParams, Tool
+from gymbus.functions.models.offline import offline_policy
+from gymbus.schemas import ContentPart, Item, ResponsesCreateParams, Tool
 
 _END = "<|end|>"
 

@@ -15,11 +15,11 @@ from collections.abc import Mapping
 
 from nats.aio.msg import Msg
 
-import bus
-import schemas
-from bus import model_service
-from functions.models.offline import offline_policy
-from schemas import Response, ResponsesCreateParams, merge_row
+from gymbus import bus
+from gymbus import schemas
+from gymbus.bus import model_service
+from gymbus.functions.models.offline import offline_policy
+from gymbus.schemas import Response, ResponsesCreateParams, merge_row
 
 ECHO = "bench.echo"
 WEATHER_AGENT = "example_single_tool_call_simple_agent"

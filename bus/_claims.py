@@ -20,7 +20,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ObjectStoreConfig, StorageType
 from nats.js.object_store import ObjectStore
 
-from schemas import CLAIM, RESULTS_MAX_AGE, PayloadTooLarge
+from gymbus.schemas import CLAIM, RESULTS_MAX_AGE, PayloadTooLarge
 
 from ._replicas import replicas_of
 from ._settle import settled

@@ -24,7 +24,7 @@ import nats
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from schemas import DEFAULT_TIMEOUTS, BusUnavailable, NotAuthorized, Timeouts, redact_url
+from gymbus.schemas import DEFAULT_TIMEOUTS, BusUnavailable, NotAuthorized, Timeouts, redact_url
 
 from ._auth import BusAuth
 from ._embedded import EmbeddedServer

@@ -19,7 +19,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from schemas import RUN, SEQ, header_int
+from gymbus.schemas import RUN, SEQ, header_int
 
 from . import _subjects as subjects
 

@@ -14,7 +14,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.micro.service import ServiceInfo, ServiceStats
 
-from schemas import DEFAULT_TIMEOUTS
+from gymbus.schemas import DEFAULT_TIMEOUTS
 
 from . import _subjects as subjects
 

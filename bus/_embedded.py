@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BusUnavailable
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BusUnavailable
 
 from ._auth import BusAuth
 from ._roles import Role, monitor_role, runner_role, server_authorization, worker_role

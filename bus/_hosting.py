@@ -18,7 +18,7 @@ import nats.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from functions import (
+from gymbus.functions import (
     Agent,
     Environment,
     Model,
@@ -30,8 +30,8 @@ from functions import (
     Tool,
     find,
 )
-from functions.nemo_gym import PREFIX, environment_name, is_nemo_gym
-from schemas import (
+from gymbus.functions.nemo_gym import PREFIX, environment_name, is_nemo_gym
+from gymbus.schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
     SESSION,

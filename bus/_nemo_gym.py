@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from functions import Agent, NoModels, Session, SessionState
-from functions.nemo_gym import HostedEnvironment, SessionElsewhere, open_server
-from schemas import (
+from gymbus.functions import Agent, NoModels, Session, SessionState
+from gymbus.functions.nemo_gym import HostedEnvironment, SessionElsewhere, open_server
+from gymbus.schemas import (
     DEFAULT_TIMEOUTS,
     SESSION,
     NoResponders,

@@ -14,7 +14,7 @@ from typing import Any
 import nats.errors
 from nats.aio.client import Client
 
-from schemas import ATTEMPT, DEADLINE, MSG_ID, RUN, SEQ, TOKEN, BusUnavailable, Timeouts
+from gymbus.schemas import ATTEMPT, DEADLINE, MSG_ID, RUN, SEQ, TOKEN, BusUnavailable, Timeouts
 
 from ._claims import check_in, needs_claim
 

@@ -24,7 +24,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from schemas import DEFAULT_TIMEOUTS, Timeouts
+from gymbus.schemas import DEFAULT_TIMEOUTS, Timeouts
 
 from . import _subjects as subjects
 

@@ -24,7 +24,7 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from schemas import (
+from gymbus.schemas import (
     DEFAULT_TIMEOUTS,
     WORKING,
     BusUnavailable,

@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from schemas import GymError, RetryPolicy
+from gymbus.schemas import GymError, RetryPolicy
 
 __all__ = ["retrying"]
 

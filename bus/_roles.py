@@ -24,7 +24,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from functions import AGENTS
+from gymbus.functions import AGENTS
 
 from . import _subjects as subjects
 from ._claims import CLAIMS_BUCKET

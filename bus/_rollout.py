@@ -32,8 +32,8 @@ from typing import Any
 import msgspec
 from nats.aio.client import Client
 
-from functions import Agent
-from schemas import (
+from gymbus.functions import Agent
+from gymbus.schemas import (
     ATTEMPT,
     ATTEMPT_INDEX,
     CALL_RETRY,

@@ -17,7 +17,7 @@ import secrets
 import nats.js.errors
 from nats.js import JetStreamContext
 
-from schemas import RESULTS_MAX_AGE
+from gymbus.schemas import RESULTS_MAX_AGE
 
 from ._buckets import open_key_value
 

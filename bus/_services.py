@@ -37,7 +37,7 @@ from nats.micro.service import (
     ServiceStats,
 )
 
-from schemas import (
+from gymbus.schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
     WORKING,

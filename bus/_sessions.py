@@ -11,7 +11,7 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from schemas import DEFAULT_TIMEOUTS
+from gymbus.schemas import DEFAULT_TIMEOUTS
 
 from ._buckets import open_key_value
 from ._subjects import is_name

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from schemas import NotFound
+from gymbus.schemas import NotFound
 
 __all__ = [
     "RESULTS_STREAM",

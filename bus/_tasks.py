@@ -38,7 +38,7 @@ from nats.js.api import (
 )
 from nats.micro.service import EndpointInfo, EndpointStats
 
-from schemas import (
+from gymbus.schemas import (
     ATTEMPT,
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,

@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar, get_type_hints
 
 import msgspec
 
-from schemas import (
+from gymbus.schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
     NotFound,

@@ -29,8 +29,8 @@ from typing import Any
 import msgspec
 from nats.aio.client import Client
 
-from bus import request, service_infos, subjects
-from schemas import (
+from gymbus.bus import request, service_infos, subjects
+from gymbus.schemas import (
     DEADLINE,
     DEFAULT_TIMEOUTS,
     RESPONSE,

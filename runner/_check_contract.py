@@ -15,9 +15,9 @@ from typing import Any
 
 import msgspec
 
-from functions import Environment
-from functions.models.offline import arguments, schema_instance
-from schemas import RESPONSE, RESPONSES_CREATE_PARAMS
+from gymbus.functions import Environment
+from gymbus.functions.models.offline import arguments, schema_instance
+from gymbus.schemas import RESPONSE, RESPONSES_CREATE_PARAMS
 
 __all__ = ["EnvironmentContract", "sample_response"]
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import msgspec
 
-from bus import ServeOptions, connect, open_bus
-from functions import ENVIRONMENTS, ModelOptions
-from schemas import DEFAULT_TIMEOUTS, Timeouts
+from gymbus.bus import ServeOptions, connect, open_bus
+from gymbus.functions import ENVIRONMENTS, ModelOptions
+from gymbus.schemas import DEFAULT_TIMEOUTS, Timeouts
 
 from ._check import CheckItem, check_environment
 from ._check_contract import EnvironmentContract

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import msgspec
 from nats.aio.client import Client
 
-from bus import (
+from gymbus.bus import (
     Bus,
     EmbeddedServer,
     ExhaustedTasks,
@@ -43,8 +43,8 @@ from bus import (
     task_headers,
     task_token,
 )
-from functions import AGENTS, ModelOptions, policy_adapter
-from schemas import (
+from gymbus.functions import AGENTS, ModelOptions, policy_adapter
+from gymbus.schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
     FAILURE_CLASS,

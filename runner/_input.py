@@ -15,8 +15,8 @@ from pathlib import Path
 import aiofiles
 import msgspec
 
-from bus import nested_deeper, subjects
-from schemas import (
+from gymbus.bus import nested_deeper, subjects
+from gymbus.schemas import (
     AGENT_REF,
     DEFAULT_LIMITS,
     RESPONSES_CREATE_PARAMS,

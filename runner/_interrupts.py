@@ -14,7 +14,7 @@ import signal
 import time
 from collections.abc import Callable
 
-from schemas import DEFAULT_TIMEOUTS
+from gymbus.schemas import DEFAULT_TIMEOUTS
 
 __all__ = ["Interrupts", "interrupted_exit_code"]
 

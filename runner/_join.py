@@ -39,7 +39,7 @@ from typing import Any, Self
 import msgspec
 from msgspec import Struct
 
-from schemas import RESPONSE, REWARD, ROLLOUT_INDEX, TASK_INDEX, InputError, RolloutFailed, row_fields
+from gymbus.schemas import RESPONSE, REWARD, ROLLOUT_INDEX, TASK_INDEX, InputError, RolloutFailed, row_fields
 
 __all__ = ["UNMATCHED", "InputIndex", "JoinTally"]
 

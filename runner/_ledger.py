@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from bus import Slots
-from schemas import AGENT_REF, FAILURE_CLASS, FAILURE_MESSAGE, REWARD, ROLLOUT_INDEX, TASK_INDEX
+from gymbus.bus import Slots
+from gymbus.schemas import AGENT_REF, FAILURE_CLASS, FAILURE_MESSAGE, REWARD, ROLLOUT_INDEX, TASK_INDEX
 
 __all__ = ["InFlight", "Ledger"]
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import msgspec
 
-from functions import AGENTS, ENVIRONMENTS, TaskMetrics
-from schemas import AGENT_REF, RESPONSE, REWARD, ROLLOUT_INDEX, TASK_INDEX, AgentRef
+from gymbus.functions import AGENTS, ENVIRONMENTS, TaskMetrics
+from gymbus.schemas import AGENT_REF, RESPONSE, REWARD, ROLLOUT_INDEX, TASK_INDEX, AgentRef
 
 __all__ = [
     "AgentMetrics",

@@ -26,7 +26,7 @@ from pathlib import Path
 import aiofiles
 import msgspec
 
-from schemas import RolloutSummary, row_fields
+from gymbus.schemas import RolloutSummary, row_fields
 
 from ._input import read_lines
 from ._metrics import Metrics, agent_of

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import msgspec
 
-from schemas import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, AgentRef, InputError, row_fields
+from gymbus.schemas import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, AgentRef, InputError, row_fields
 
 from ._input import check_agent, check_row, read_lines
 

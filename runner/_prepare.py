@@ -33,7 +33,7 @@ from typing import IO
 
 import msgspec
 
-from schemas import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, AgentRef, InputError, row_fields
+from gymbus.schemas import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, AgentRef, InputError, row_fields
 
 from ._prepare_metrics import DatasetMetrics
 from ._prepare_sources import Scanned, Source, download_hf, read_line, scan

@@ -22,8 +22,8 @@ from typing import Any
 
 import msgspec
 
-from bus import subjects
-from schemas import InputError
+from gymbus.bus import subjects
+from gymbus.schemas import InputError
 
 from ._input import check_agent, check_row
 

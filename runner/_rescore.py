@@ -21,9 +21,9 @@ from typing import Any
 import msgspec
 from msgspec import Struct
 
-from bus import failure_row, subjects
-from functions import Agent
-from schemas import (
+from gymbus.bus import failure_row, subjects
+from gymbus.functions import Agent
+from gymbus.schemas import (
     AGENT_REF,
     FAILURE_CLASS,
     FAILURE_MESSAGE,

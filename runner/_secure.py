@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from bus import (
+from gymbus.bus import (
     Role,
     agent_role,
     environment_role,
@@ -30,8 +30,8 @@ from bus import (
     server_authorization,
     write_seed,
 )
-from functions import AGENTS, ENVIRONMENTS, agents_of
-from schemas import DEFAULT_LIMITS
+from gymbus.functions import AGENTS, ENVIRONMENTS, agents_of
+from gymbus.schemas import DEFAULT_LIMITS
 
 __all__ = ["SecureLayout", "secure_init"]
 

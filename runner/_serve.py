@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 
-from bus import (
+from gymbus.bus import (
     ENV_VARS,
     BusAuth,
     EmbeddedServer,
@@ -35,9 +35,10 @@ def _install_stop(stop: asyncio.Event) -> None:
 
 
 def worker_command(options: ServeOptions) -> list[str]:
-    """The command line of one worker process serving `options.functions`."""
+    """The command line of one worker process serving `options.functions`. `-P`: nothing
+    in the caller's working directory (a trainer's own `nats.py`, say) is imported first."""
     command = [
-        sys.executable, "-m", "runner", "serve", *options.functions,
+        sys.executable, "-P", "-m", "gymbus.runner", "serve", *options.functions,
         "--served-model", options.served_model,
         "--ack-wait", str(options.timeouts.ack_wait),
         "--concurrency", str(options.limits.agent_concurrency),

@@ -22,8 +22,8 @@ import nats.js.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from bus import Puller, check_out, pull_results, results_consumer, subjects, token_matches
-from schemas import (
+from gymbus.bus import Puller, check_out, pull_results, results_consumer, subjects, token_matches
+from gymbus.schemas import (
     ATTEMPT,
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,

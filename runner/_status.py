@@ -11,7 +11,7 @@ from nats.micro.service import ServiceStats
 from rich.console import Console
 from rich.table import Table
 
-from bus import service_stats, subjects
+from gymbus.bus import service_stats, subjects
 
 __all__ = ["QueueDepth", "gather_status", "render_status", "status_json"]
 

@@ -1,7 +1,7 @@
 """TRL's rollout function, over the bus: a trainer is one more client of the task queue.
 
     from trl import GRPOConfig, GRPOTrainer
-    from runner import BusRollouts, environment_reward, tasks_dataset
+    from gymbus.runner import BusRollouts, environment_reward, tasks_dataset
 
     rollouts = BusRollouts("nats://127.0.0.1:4222")
     trainer = GRPOTrainer(
@@ -55,8 +55,8 @@ from typing import Any, Self, TypeVar
 import msgspec
 from nats.aio.client import Client
 
-from bus import connect, model_servers, nats_url_from_env
-from schemas import (
+from gymbus.bus import connect, model_servers, nats_url_from_env
+from gymbus.schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
     RESPONSES_CREATE_PARAMS,

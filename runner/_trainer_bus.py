@@ -25,7 +25,7 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from bus import (
+from gymbus.bus import (
     Puller,
     TaskPublisher,
     check_out,
@@ -40,7 +40,7 @@ from bus import (
     task_token,
     token_matches,
 )
-from schemas import (
+from gymbus.schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
     SEQ,

@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from schemas import (
+from gymbus.schemas import (
     AGENT_REF,
     InputError,
     Item,
@@ -117,7 +117,7 @@ class TaskIndex:
                 raise
             raise ValueError(
                 "the trainer's dataset needs `prompt` and `task` columns: make it with "
-                "runner.tasks_dataset(path)"
+                "gymbus.runner.tasks_dataset(path)"
             ) from None
 
     def find(self, prompt: Any) -> tuple[int, str] | None:

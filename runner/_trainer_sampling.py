@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from schemas import ResponsesCreateParams
+from gymbus.schemas import ResponsesCreateParams
 
 __all__ = ["SAMPLING_PARAMETERS", "Sampling"]
 

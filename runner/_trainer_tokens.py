@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from schemas import Item
+from gymbus.schemas import Item
 
 __all__ = ["StitchError", "TokenSequence", "stitch"]
 

@@ -42,9 +42,9 @@ from pathlib import Path
 import msgspec
 from nats.aio.client import Client
 
-from bus import Bus, ServeOptions, open_bus, request, retrying, served_agents, subjects
-from functions import AGENT_KINDS, AGENTS, Agent, ModelOptions, policy_adapter
-from schemas import (
+from gymbus.bus import Bus, ServeOptions, open_bus, request, retrying, served_agents, subjects
+from gymbus.functions import AGENT_KINDS, AGENTS, Agent, ModelOptions, policy_adapter
+from gymbus.schemas import (
     CALL_RETRY,
     DEADLINE,
     DEFAULT_TIMEOUTS,

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from schemas import VIEW_LIMITS, ViewLimits
+from gymbus.schemas import VIEW_LIMITS, ViewLimits
 
 from ._output import OutputPaths
 from ._view_app import serve_view

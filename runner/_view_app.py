@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from schemas import VIEW_LIMITS, ViewLimits
+from gymbus.schemas import VIEW_LIMITS, ViewLimits
 
 from ._view_index import FileChanged, Query, RolloutIndex
 
@@ -46,7 +46,7 @@ _encode = msgspec.json.Encoder().encode
 
 def page_asset(name: str) -> str:
     """One file of the page (package data beside this module)."""
-    return resources.files("runner").joinpath("_view_page", name).read_text(encoding="utf-8")
+    return resources.files("gymbus.runner").joinpath("_view_page", name).read_text(encoding="utf-8")
 
 
 @dataclass

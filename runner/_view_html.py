@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from schemas import VIEW_LIMITS, ViewLimits
+from gymbus.schemas import VIEW_LIMITS, ViewLimits
 
 from ._view_app import page_asset
 from ._view_index import RolloutIndex

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from schemas import VIEW_LIMITS, ViewLimits
+from gymbus.schemas import VIEW_LIMITS, ViewLimits
 
 from ._view_rows import NotARow, summarize
 

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 from msgspec import Struct, field
 
-from schemas import FAILURE_CLASS, ROLLOUT_INDEX, TASK_INDEX
+from gymbus.schemas import FAILURE_CLASS, ROLLOUT_INDEX, TASK_INDEX
 
 __all__ = ["LineSummary", "NotARow", "summarize"]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from nats.aio.client import Client
 
-from bus import ENV_VARS, BusAuth, ServeOptions, die_with_parent, request, subjects
-from schemas import DEFAULT_TIMEOUTS, BusUnavailable, NoResponders, RequestTimeout
+from gymbus.bus import ENV_VARS, BusAuth, ServeOptions, die_with_parent, request, subjects
+from gymbus.schemas import DEFAULT_TIMEOUTS, BusUnavailable, NoResponders, RequestTimeout
 
 from ._serve import worker_command
 

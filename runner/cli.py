@@ -17,11 +17,11 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.text import Text
 
-from bus import ServeOptions, nats_url_from_env, open_bus, tune_gc
-from functions import ModelOptions, names
-from functions.nemo_gym import is_nemo_gym
-from functions.nemo_gym import prepare as prepare_nemo_gym
-from schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
+from gymbus.bus import ServeOptions, nats_url_from_env, open_bus, tune_gc
+from gymbus.functions import ModelOptions, names
+from gymbus.functions.nemo_gym import is_nemo_gym
+from gymbus.functions.nemo_gym import prepare as prepare_nemo_gym
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 
 from ._check import CheckItem
 from ._check_run import run_check, sample_row

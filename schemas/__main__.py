@@ -1,4 +1,4 @@
-"""`python -m schemas` rewrites the exported JSON Schemas in `schemas/json/`."""
+"""`python -m gymbus.schemas` rewrites the exported JSON Schemas in `schemas/json/`."""
 
 from ._export import write_schemas
 

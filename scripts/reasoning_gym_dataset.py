@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from functions.environments.reasoning_gym import task_rows
+from gymbus.functions.environments.reasoning_gym import task_rows
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from nats.aio.client import Client
 
-import bus
-from bus import environment_service, model_service
-from functions import ENVIRONMENTS, MODELS, MemoryState, ModelOptions
+from gymbus import bus
+from gymbus.bus import environment_service, model_service
+from gymbus.functions import ENVIRONMENTS, MODELS, MemoryState, ModelOptions
 from tests.fake_openai import FakeOpenAI, ServerThread
 from tests.fake_web import CX as FAKE_CX
 from tests.fake_web import KEY as FAKE_KEY

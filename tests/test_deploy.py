@@ -19,11 +19,11 @@ import pytest
 import typer
 import yaml
 
-from bus import ENV_VARS, BusAuth, nats_url_from_env, replicas_from_env, subjects
-from bus._tasks import agent_consumer
-from functions import AGENTS, ENVIRONMENTS, MODELS, names
-from runner.cli import app
-from schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS
+from gymbus.bus import ENV_VARS, BusAuth, nats_url_from_env, replicas_from_env, subjects
+from gymbus.bus._tasks import agent_consumer
+from gymbus.functions import AGENTS, ENVIRONMENTS, MODELS, names
+from gymbus.runner.cli import app
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -384,7 +384,7 @@ def _check_subject(subject: str, served_agents: list[str], path: Path) -> None:
 def test_dockerfile_installs_the_package_as_a_non_root_user() -> None:
     text = (DEPLOY / "Dockerfile").read_text()
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    packages = [p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]]
+    packages = list(project["tool"]["setuptools"]["package-dir"].values())
     base = re.search(r"^FROM python:3\.(\d+)-slim", text, re.MULTILINE)
     assert base is not None and int(base[1]) >= 11  # requires-python >= 3.11
     copied = set(re.findall(r"^COPY (\S+)/? /src/", text, re.MULTILINE))

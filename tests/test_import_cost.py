@@ -49,9 +49,9 @@ HEAVY = (
 
 SERVING = """
 import json, sys
-import functions, runner, runner.cli, runner._serve
-from functions import AGENTS, MODELS, MemoryState, ModelOptions, find, names
-from bus import environment_service
+import gymbus.functions, gymbus.runner, gymbus.runner.cli, gymbus.runner._serve
+from gymbus.functions import AGENTS, MODELS, MemoryState, ModelOptions, find, names
+from gymbus.bus import environment_service
 names()
 env = find("example_single_tool_call")
 environment_service(env, MemoryState())
@@ -75,7 +75,7 @@ def test_importing_and_resolving_functions_loads_no_heavy_library() -> None:
 def test_the_openai_adapter_loads_the_sdk_when_it_is_made() -> None:
     code = """
 import json, sys
-from functions import MODELS, ModelOptions
+from gymbus.functions import MODELS, ModelOptions
 before = "openai" in sys.modules
 generate = MODELS["openai"].make(ModelOptions(base_url="http://127.0.0.1:9/v1", model="m"))
 print(json.dumps([before, type(generate).__name__, "openai" in sys.modules]))

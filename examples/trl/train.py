@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from runner import BusRollouts, environment_reward, tasks_dataset
+    from gymbus.runner import BusRollouts, environment_reward, tasks_dataset
 
     sources = [(args.config.parent / entry["path"], entry.get("agent")) for entry in config["datasets"]]
     dataset = tasks_dataset(sources)

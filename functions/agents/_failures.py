@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from schemas import DeadlineExceeded, GymError, RolloutFailed
+from gymbus.schemas import DeadlineExceeded, GymError, RolloutFailed
 
 __all__ = ["failing_as"]
 

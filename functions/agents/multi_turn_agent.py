@@ -40,7 +40,7 @@ from __future__ import annotations
 import msgspec
 from msgspec import Struct
 
-from schemas import (
+from gymbus.schemas import (
     DEFAULT_LIMITS,
     BadRequest,
     ContentPart,

@@ -16,7 +16,7 @@ import json
 
 import msgspec
 
-from schemas import (
+from gymbus.schemas import (
     RESPONSE,
     BadRequest,
     GymError,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from schemas import RESPONSE, BadRequest, ResponsesCreateParams, TaskRow, merge_row
+from gymbus.schemas import RESPONSE, BadRequest, ResponsesCreateParams, TaskRow, merge_row
 
 from .._spec import Calls
 from ._failures import failing_as

@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, Struct, UnsetType, field
 
-from schemas import DeadlineExceeded, GymError, Item, Response, ResponsesCreateParams, VerifyResult
+from gymbus.schemas import DeadlineExceeded, GymError, Item, Response, ResponsesCreateParams, VerifyResult
 
 from .._spec import Session
 

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from schemas import SANDBOX_LIMITS, SandboxLimits
+from gymbus.schemas import SANDBOX_LIMITS, SandboxLimits
 
 from ._cgroups import CgroupHome, SandboxCgroup
 from ._seccomp import SANDBOX, SINGLE_PROCESS, SeccompUnavailable, filter_program

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import msgspec
 
-from schemas import BadRequest
+from gymbus.schemas import BadRequest
 
 __all__ = ["settings", "settings_variable"]
 

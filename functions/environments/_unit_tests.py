@@ -41,7 +41,7 @@ from typing import Any
 
 from msgspec import Struct
 
-from schemas import DeadlineExceeded
+from gymbus.schemas import DeadlineExceeded
 
 from ._sandbox import DEFAULT_SANDBOX_LIMITS, ProgramRun, SandboxLimits, open_sandbox
 from ._turns import Account, slots_for

@@ -34,7 +34,7 @@ import ipaddress
 import socket
 from typing import TYPE_CHECKING
 
-from schemas import WEB_LIMITS
+from gymbus.schemas import WEB_LIMITS
 
 if TYPE_CHECKING:
     import httpx

@@ -53,7 +53,7 @@ from typing import Any
 
 import msgspec
 
-from schemas import FunctionFailed, Response, VerifyRequest, VerifyResult, output_text
+from gymbus.schemas import FunctionFailed, Response, VerifyRequest, VerifyResult, output_text
 
 from .._spec import Environment, Session
 from ._sandbox import DEFAULT_SANDBOX_LIMITS, SandboxLimits, SandboxUnavailable, describe

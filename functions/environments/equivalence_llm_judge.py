@@ -46,7 +46,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from schemas import BadRequest, Item, VerifyRequest, VerifyResult
+from gymbus.schemas import BadRequest, Item, VerifyRequest, VerifyResult
 
 from .._spec import Environment, Session
 from ._judge import (

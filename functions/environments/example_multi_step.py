@@ -29,7 +29,7 @@ from typing import Any
 
 from msgspec import UNSET, Struct, UnsetType
 
-from schemas import Item, VerifyRequest, VerifyResult
+from gymbus.schemas import Item, VerifyRequest, VerifyResult
 
 from .._spec import Environment, Session, tool
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from schemas import Item, VerifyRequest, VerifyResult
+from gymbus.schemas import Item, VerifyRequest, VerifyResult
 
 from .._spec import Environment, Session, tool
 from .example_single_tool_call import GetWeather, Weather

@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
-from schemas import Item, NotFound, SeedRequest, VerifyRequest, VerifyResult
+from gymbus.schemas import Item, NotFound, SeedRequest, VerifyRequest, VerifyResult
 
 from .._spec import Environment, Session, tool
 

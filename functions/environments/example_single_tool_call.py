@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from msgspec import Struct
 
-from schemas import VerifyRequest, VerifyResult
+from gymbus.schemas import VerifyRequest, VerifyResult
 
 from .._spec import Environment, Session, tool
 

@@ -33,7 +33,7 @@ import re
 
 from msgspec import Struct
 
-from schemas import Response, VerifyRequest, VerifyResult, item_text
+from gymbus.schemas import Response, VerifyRequest, VerifyResult, item_text
 
 from .._spec import Environment, Session, tool
 from ._search_providers import provider_from_env

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas import Item, VerifyRequest, VerifyResult
+from gymbus.schemas import Item, VerifyRequest, VerifyResult
 
 from .._spec import Environment, Session
 from . import _ifbench_train_checks, _ifeval_checks  # noqa: F401  (they fill the registry)

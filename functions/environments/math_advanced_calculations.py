@@ -39,7 +39,7 @@ from typing import Any
 
 from msgspec import UNSET, Struct, UnsetType
 
-from schemas import BadRequest, Item, VerifyRequest, VerifyResult
+from gymbus.schemas import BadRequest, Item, VerifyRequest, VerifyResult
 
 from .._spec import Environment, Session, Tool
 

@@ -42,7 +42,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from schemas import VerifyRequest, VerifyResult, input_items, item_text, output_text
+from gymbus.schemas import VerifyRequest, VerifyResult, input_items, item_text, output_text
 
 from .._spec import Environment, Session, TaskMetrics
 from ._judge import (

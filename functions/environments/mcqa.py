@@ -36,7 +36,7 @@ from typing import Any, Literal, get_args
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
-from schemas import VerifyRequest, VerifyResult, output_text
+from gymbus.schemas import VerifyRequest, VerifyResult, output_text
 
 from .._spec import Environment, Session, TaskMetrics
 from . import _mcqa_parse as parse

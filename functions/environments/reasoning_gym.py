@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from schemas import VerifyRequest, VerifyResult, output_text
+from gymbus.schemas import VerifyRequest, VerifyResult, output_text
 
 from .._spec import Environment, Session
 

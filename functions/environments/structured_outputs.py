@@ -31,7 +31,7 @@ from typing import Any
 
 from msgspec import UNSET, Struct
 
-from schemas import VerifyRequest, VerifyResult, function_calls, output_text
+from gymbus.schemas import VerifyRequest, VerifyResult, function_calls, output_text
 
 from .._spec import Environment, Session
 from ._settings import settings

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from msgspec import UNSET, Struct, UnsetType
 
-from schemas import (
+from gymbus.schemas import (
     ContentPart,
     IncompleteDetails,
     Item,

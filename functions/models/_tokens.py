@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import msgspec
 from msgspec import UnsetType
 
-from schemas import BadRequest, FunctionFailed, Item, Response
+from gymbus.schemas import BadRequest, FunctionFailed, Item, Response
 
 __all__ = ["CallTokens", "History", "continue_prompt", "generation_of", "history_of", "with_tokens"]
 

@@ -32,7 +32,7 @@ import httpx2
 import msgspec
 import openai
 
-from schemas import BadRequest, Response, ResponsesCreateParams, UpstreamFailed, redact_url
+from gymbus.schemas import BadRequest, Response, ResponsesCreateParams, UpstreamFailed, redact_url
 
 from .._spec import ModelOptions
 from ._chat import ChatCompletion, chat_request, context_overflow, response_from_chat

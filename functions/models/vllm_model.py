@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 import aiohttp
 import msgspec
 
-from schemas import (
+from gymbus.schemas import (
     DEFAULT_TIMEOUTS,
     BadRequest,
     FunctionFailed,

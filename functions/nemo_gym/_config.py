@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schemas import BadRequest
+from gymbus.schemas import BadRequest
 
 __all__ = ["AgentConfig", "ServerConfig", "global_config", "read_config", "settings_of"]
 

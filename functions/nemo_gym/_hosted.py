@@ -20,7 +20,7 @@ from pathlib import Path
 
 import msgspec
 
-from schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BadRequest, Timeouts
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BadRequest, Timeouts
 
 from .._spec import Agent, Models
 from ..agents import AGENT_KINDS

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from schemas import DEFAULT_LIMITS, BadRequest, DeadlineExceeded, FunctionFailed, NotFound, UpstreamFailed
+from gymbus.schemas import DEFAULT_LIMITS, BadRequest, DeadlineExceeded, FunctionFailed, NotFound, UpstreamFailed
 
 __all__ = ["Reply", "ServerClient", "ServerGone", "unprocessable"]
 

@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from schemas import DEFAULT_TIMEOUTS, UpstreamFailed
+from gymbus.schemas import DEFAULT_TIMEOUTS, UpstreamFailed
 
 from ._venv import VirtualEnv, home
 

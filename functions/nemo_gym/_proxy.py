@@ -31,7 +31,7 @@ from typing import Any
 
 import msgspec
 
-from schemas import DEFAULT_TIMEOUTS, NotFound, SessionLost, Timeouts, UpstreamFailed
+from gymbus.schemas import DEFAULT_TIMEOUTS, NotFound, SessionLost, Timeouts, UpstreamFailed
 
 from .._spec import Session
 from ._http import Reply, ServerClient, ServerGone

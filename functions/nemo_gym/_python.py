@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from schemas import BadRequest
+from gymbus.schemas import BadRequest
 
 __all__ = ["PYTHON_VARIABLE", "find_python"]
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from schemas import GymError, Response, ResponsesCreateParams
+from gymbus.schemas import GymError, Response, ResponsesCreateParams
 
 from .._spec import Models
 from ._config import POLICY

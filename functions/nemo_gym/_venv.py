@@ -29,7 +29,7 @@ import subprocess
 import tomllib
 from pathlib import Path
 
-from schemas import DEFAULT_TIMEOUTS, UpstreamFailed
+from gymbus.schemas import DEFAULT_TIMEOUTS, UpstreamFailed
 
 from ._python import find_python
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from bus import decode, nested_deeper
-from schemas import DEFAULT_LIMITS, BadRequest
+from gymbus.bus import decode, nested_deeper
+from gymbus.schemas import DEFAULT_LIMITS, BadRequest
 
 LIMIT = DEFAULT_LIMITS.max_depth
 

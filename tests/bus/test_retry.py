@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-import schemas
-from bus import retrying
-from schemas import RetryPolicy
+from gymbus import schemas
+from gymbus.bus import retrying
+from gymbus.schemas import RetryPolicy
 
 FAST = RetryPolicy(attempts=4, base=0.001, cap=0.01)
 

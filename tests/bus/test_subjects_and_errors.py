@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-import schemas
-from bus import subjects
-from bus._codec import encode_error_reply, error_from_reply
+from gymbus import schemas
+from gymbus.bus import subjects
+from gymbus.bus._codec import encode_error_reply, error_from_reply
 
 
 def test_subjects_follow_the_design() -> None:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from itertools import count
 
-import bus
-import schemas
-from functions import Environment, MemoryState, ModelFunction, Session
-from functions.models.offline import offline_policy
-from schemas import ContentPart, Item, Response, ResponsesCreateParams, merge_row
+from gymbus import bus
+from gymbus import schemas
+from gymbus.functions import Environment, MemoryState, ModelFunction, Session
+from gymbus.functions.models.offline import offline_policy
+from gymbus.schemas import ContentPart, Item, Response, ResponsesCreateParams, merge_row
 
 
 class LocalCalls:

@@ -17,9 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from functions.environments._sandbox import ProgramRun, Sandbox, SandboxLimits, open_sandbox
-from functions.environments._seccomp import SANDBOX, SeccompUnavailable, filter_program
-from functions.environments._unit_tests import UnitTests, run_unit_tests
+from gymbus.functions.environments._sandbox import ProgramRun, Sandbox, SandboxLimits, open_sandbox
+from gymbus.functions.environments._seccomp import SANDBOX, SeccompUnavailable, filter_program
+from gymbus.functions.environments._unit_tests import UnitTests, run_unit_tests
 
 
 def sandbox_missing() -> str | None:

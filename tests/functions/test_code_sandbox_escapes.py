@@ -18,12 +18,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from functions.environments._cgroups import CgroupHome, SandboxCgroup
-from functions.environments._sandbox import SandboxLimits, describe, open_sandbox
-from functions.environments._uids import LEASE_DIR
-from functions.environments._unit_tests import UnitTests, run_unit_tests
-from functions.environments.code_gen import CodeGenVerifyRequest, check
-from schemas import SANDBOX_LIMITS, DeadlineExceeded, Timeouts
+from gymbus.functions.environments._cgroups import CgroupHome, SandboxCgroup
+from gymbus.functions.environments._sandbox import SandboxLimits, describe, open_sandbox
+from gymbus.functions.environments._uids import LEASE_DIR
+from gymbus.functions.environments._unit_tests import UnitTests, run_unit_tests
+from gymbus.functions.environments.code_gen import CodeGenVerifyRequest, check
+from gymbus.schemas import SANDBOX_LIMITS, DeadlineExceeded, Timeouts
 from tests.functions.test_code_sandbox import all_gone, needs_sandbox, processes_with
 
 pytestmark = needs_sandbox

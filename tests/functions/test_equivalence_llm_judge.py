@@ -9,8 +9,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from functions import ENVIRONMENTS
-from functions.environments.equivalence_llm_judge import (
+from gymbus.functions import ENVIRONMENTS
+from gymbus.functions.environments.equivalence_llm_judge import (
     JUDGE_PROMPT,
     JudgeRequest,
     JudgeResult,
@@ -18,7 +18,7 @@ from functions.environments.equivalence_llm_judge import (
     grade,
     verify,
 )
-from schemas import BadRequest, FunctionFailed
+from gymbus.schemas import BadRequest, FunctionFailed
 from tests.functions.verifier_rows import ScriptedJudge, example_rows, response, verify_request
 
 DEFAULT = JudgeSettings()

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-import bus
-import schemas
-from functions import ENVIRONMENTS, Session
-from functions.environments.example_multi_turn import GetWeather, MultiTurnVerifyRequest, get_weather, verify
-from schemas import Item, Response, ResponsesCreateParams
+from gymbus import bus
+from gymbus import schemas
+from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions.environments.example_multi_turn import GetWeather, MultiTurnVerifyRequest, get_weather, verify
+from gymbus.schemas import Item, Response, ResponsesCreateParams
 
 
 async def test_the_weather_is_the_same_for_the_same_city_whatever_its_case() -> None:

@@ -8,12 +8,12 @@ from urllib.parse import quote
 
 import pytest
 
-import bus
-import schemas
-from functions import ENVIRONMENTS, Session
-from functions.environments import _web
-from functions.environments._web import extract_text, is_public, truncate_long_text
-from functions.environments.google_search import (
+from gymbus import bus
+from gymbus import schemas
+from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions.environments import _web
+from gymbus.functions.environments._web import extract_text, is_public, truncate_long_text
+from gymbus.functions.environments.google_search import (
     BrowseArgs,
     SearchArgs,
     SearchVerifyRequest,
@@ -21,7 +21,7 @@ from functions.environments.google_search import (
     search,
     verify,
 )
-from schemas import ContentPart, Item, Response, ResponsesCreateParams
+from gymbus.schemas import ContentPart, Item, Response, ResponsesCreateParams
 from tests.fake_openai import free_port
 from tests.fake_web import ARTICLE_TEXT, CX, KEY, FakeWeb
 
@@ -106,7 +106,7 @@ async def test_an_unknown_provider_is_a_readable_output(monkeypatch: pytest.Monk
 
 
 def test_the_key_is_not_in_the_providers_repr(fake_web: FakeWeb) -> None:
-    from functions.environments._search_providers import provider_from_env
+    from gymbus.functions.environments._search_providers import provider_from_env
 
     assert KEY not in repr(provider_from_env())
 

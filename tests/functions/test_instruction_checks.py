@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from functions.environments._instruction_registry import check_instruction
-from functions.environments._text_units import count_sentences, split_into_sentences, word_tokenize
-from functions.environments.instruction_following import SUPPORTED_INSTRUCTIONS
+from gymbus.functions.environments._instruction_registry import check_instruction
+from gymbus.functions.environments._text_units import count_sentences, split_into_sentences, word_tokenize
+from gymbus.functions.environments.instruction_following import SUPPORTED_INSTRUCTIONS
 
 PROSE = (
     "This is a simple answer written in plain English so that anyone can read it without any trouble at all."

@@ -9,10 +9,10 @@ from typing import Any
 import msgspec
 import pytest
 
-import bus
-import schemas
-from functions import ENVIRONMENTS, Session
-from functions.environments.math_advanced_calculations import CalculationsVerifyRequest, Operands
+from gymbus import bus
+from gymbus import schemas
+from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions.environments.math_advanced_calculations import CalculationsVerifyRequest, Operands
 from tests.conftest import EXAMPLES
 
 ENV = ENVIRONMENTS["math_advanced_calculations"]

@@ -11,10 +11,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from functions import ENVIRONMENTS, Session
-from functions.environments import _math_library
-from functions.environments._judge import ModelServerRef
-from functions.environments.math_with_judge import (
+from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions.environments import _math_library
+from gymbus.functions.environments._judge import ModelServerRef
+from gymbus.functions.environments.math_with_judge import (
     JUDGE_PROMPT,
     JUDGE_SYSTEM,
     MathRequest,
@@ -23,7 +23,7 @@ from functions.environments.math_with_judge import (
     grade,
     verify,
 )
-from schemas import BadRequest, DeadlineExceeded, NoResponders, RequestTimeout, row_fields
+from gymbus.schemas import BadRequest, DeadlineExceeded, NoResponders, RequestTimeout, row_fields
 from tests.functions.verifier_rows import ScriptedJudge, example_rows, response, verify_request
 
 NO_JUDGE = MathSettings()
@@ -187,7 +187,7 @@ async def test_library_checks_at_once_follow_the_setting(monkeypatch: pytest.Mon
         seen.append(max_children)
         return 0.0, None
 
-    monkeypatch.setattr("functions.environments.math_with_judge.library_check", check)
+    monkeypatch.setattr("gymbus.functions.environments.math_with_judge.library_check", check)
     await graded("32", config=MathSettings(library_verifier_max_concurrency=3))
     assert seen == [3]
 

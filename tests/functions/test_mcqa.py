@@ -8,10 +8,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from bus import environment_service
-from functions import ENVIRONMENTS, MemoryState, Session
-from functions.environments.mcqa import McqaRequest, McqaResult, grade, verify
-from schemas import BadRequest, row_fields
+from gymbus.bus import environment_service
+from gymbus.functions import ENVIRONMENTS, MemoryState, Session
+from gymbus.functions.environments.mcqa import McqaRequest, McqaResult, grade, verify
+from gymbus.schemas import BadRequest, row_fields
 from tests.functions.verifier_rows import example_rows, response, verify_request
 
 OPTIONS = [{"A": "Karyotyping"}, {"B": "Polymerase Chain Reaction (PCR)"}, {"C": "Southern blotting"}]

@@ -8,10 +8,10 @@ from typing import Any
 import msgspec
 import pytest
 
-import bus
-import schemas
-from functions import ENVIRONMENTS, Session
-from functions.environments.example_multi_step import (
+from gymbus import bus
+from gymbus import schemas
+from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions.environments.example_multi_step import (
     ExtractSynonymValues,
     GetSynonymValue,
     SynonymVerifyRequest,

@@ -9,18 +9,18 @@ from typing import Any
 import msgspec
 import pytest
 
-import schemas
-from functions import AGENT_KINDS, AGENTS, ENVIRONMENTS, Session
-from functions.agents.multi_turn_agent import (
+from gymbus import schemas
+from gymbus.functions import AGENT_KINDS, AGENTS, ENVIRONMENTS, Session
+from gymbus.functions.agents.multi_turn_agent import (
     DEFAULT_MAX_USER_TURNS,
     SIMULATOR_PREAMBLE,
     STOP_MARKER,
     USER_SIMULATOR,
     multi_turn_agent,
 )
-from functions.environments.example_multi_turn import GetWeather, MultiTurnVerifyRequest, get_weather, verify
-from functions.models.offline import offline_policy
-from schemas import ContentPart, IncompleteDetails, Item, Response, ResponsesCreateParams, Usage, item_text
+from gymbus.functions.environments.example_multi_turn import GetWeather, MultiTurnVerifyRequest, get_weather, verify
+from gymbus.functions.models.offline import offline_policy
+from gymbus.schemas import ContentPart, IncompleteDetails, Item, Response, ResponsesCreateParams, Usage, item_text
 from tests.conftest import EXAMPLES
 
 TOOL = {

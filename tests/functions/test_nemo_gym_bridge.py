@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from functions.nemo_gym import NEMO_GYM_VERSION, PYTHON_VARIABLE, find_python, requirements_of
-from functions.nemo_gym._config import global_config, read_config, settings_of
-from functions.nemo_gym._hosted import _tools
-from functions.nemo_gym._http import unprocessable
-from functions.nemo_gym._proxy import _completed, _without_echo
-from schemas import BadRequest
+from gymbus.functions.nemo_gym import NEMO_GYM_VERSION, PYTHON_VARIABLE, find_python, requirements_of
+from gymbus.functions.nemo_gym._config import global_config, read_config, settings_of
+from gymbus.functions.nemo_gym._hosted import _tools
+from gymbus.functions.nemo_gym._http import unprocessable
+from gymbus.functions.nemo_gym._proxy import _completed, _without_echo
+from gymbus.schemas import BadRequest
 
 PIN = f"nemo-gym=={NEMO_GYM_VERSION}"
 

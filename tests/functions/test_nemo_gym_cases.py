@@ -14,9 +14,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from functions import ENVIRONMENTS, Session
-from functions.environments._settings import settings_variable
-from schemas import VerifyResult
+from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions.environments._settings import settings_variable
+from gymbus.schemas import VerifyResult
 from tests.functions.nemo_gym_cases import (
     Case,
     code_gen,

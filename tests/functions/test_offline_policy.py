@@ -10,12 +10,12 @@ import jsonschema
 import msgspec
 import pytest
 
-from functions.agents.multi_turn_agent import SIMULATOR_INSTRUCTIONS, STOP_MARKER
-from functions.environments.equivalence_llm_judge import JUDGE_PROMPT as EQUIVALENCE_PROMPT
-from functions.environments.math_with_judge import JUDGE_PROMPT as MATH_JUDGE_PROMPT
-from functions.environments.math_with_judge import JUDGE_SYSTEM as MATH_JUDGE_SYSTEM
-from functions.models.offline import arguments, offline_policy, schema_instance
-from schemas import Item, Response, ResponsesCreateParams, output_text
+from gymbus.functions.agents.multi_turn_agent import SIMULATOR_INSTRUCTIONS, STOP_MARKER
+from gymbus.functions.environments.equivalence_llm_judge import JUDGE_PROMPT as EQUIVALENCE_PROMPT
+from gymbus.functions.environments.math_with_judge import JUDGE_PROMPT as MATH_JUDGE_PROMPT
+from gymbus.functions.environments.math_with_judge import JUDGE_SYSTEM as MATH_JUDGE_SYSTEM
+from gymbus.functions.models.offline import arguments, offline_policy, schema_instance
+from gymbus.schemas import Item, Response, ResponsesCreateParams, output_text
 
 
 def tool(name: str, description: str = "", **properties: Any) -> dict[str, Any]:

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 import msgspec
 import pytest
 
-import schemas
-from functions import ModelOptions
-from functions.models.openai_model import OpenAIModel
-from schemas import ResponsesCreateParams, output_text
+from gymbus import schemas
+from gymbus.functions import ModelOptions
+from gymbus.functions.models.openai_model import OpenAIModel
+from gymbus.schemas import ResponsesCreateParams, output_text
 from tests.fake_openai import FakeOpenAI
 
 TOOLS = [

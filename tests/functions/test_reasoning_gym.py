@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from functions.environments import reasoning_gym as reasoning_gym_env
-from functions.environments.reasoning_gym import extract_answer, task_rows
+from gymbus.functions.environments import reasoning_gym as reasoning_gym_env
+from gymbus.functions.environments.reasoning_gym import extract_answer, task_rows
 from tests.functions.text_verifier_rows import call, example_rows, message, verify
 
 ENV = "reasoning_gym"

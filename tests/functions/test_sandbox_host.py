@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from functions.environments._cgroups import CgroupHome, _Mount, _v2_home
-from functions.environments._uids import lease_uid
+from gymbus.functions.environments._cgroups import CgroupHome, _Mount, _v2_home
+from gymbus.functions.environments._uids import lease_uid
 
 LEASE = (
     "import sys, time\n"

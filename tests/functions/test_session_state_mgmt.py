@@ -8,11 +8,11 @@ from typing import Any
 import msgspec
 import pytest
 
-import bus
-import schemas
-from functions import ENVIRONMENTS, MemoryState, ModelFunction, Session
-from functions.agents.simple_agent import simple_agent
-from functions.environments.example_session_state_mgmt import (
+from gymbus import bus
+from gymbus import schemas
+from gymbus.functions import ENVIRONMENTS, MemoryState, ModelFunction, Session
+from gymbus.functions.agents.simple_agent import simple_agent
+from gymbus.functions.environments.example_session_state_mgmt import (
     CounterSeedRequest,
     CounterVerifyRequest,
     IncrementCounter,
@@ -20,7 +20,7 @@ from functions.environments.example_session_state_mgmt import (
     get_counter_value,
     increment_counter,
 )
-from schemas import ResponsesCreateParams
+from gymbus.schemas import ResponsesCreateParams
 from tests.conftest import EXAMPLES
 from tests.functions.local_calls import LocalCalls, scripted
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 import msgspec
 import pytest
 
-import schemas
-from functions.agents.simple_agent import simple_agent
-from functions.models.offline import offline_policy
-from schemas import ContentPart, IncompleteDetails, Item, Response, ResponsesCreateParams, Usage
+from gymbus import schemas
+from gymbus.functions.agents.simple_agent import simple_agent
+from gymbus.functions.models.offline import offline_policy
+from gymbus.schemas import ContentPart, IncompleteDetails, Item, Response, ResponsesCreateParams, Usage
 
 ROW = json.dumps(
     {

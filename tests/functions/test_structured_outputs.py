@@ -11,8 +11,8 @@ import pytest
 import xmltodict
 import yaml
 
-from functions import ENVIRONMENTS, Session
-from functions.environments._structured_formats import strictify
+from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions.environments._structured_formats import strictify
 from tests.functions.text_verifier_rows import call, example_rows, message, verify
 
 ENV = "structured_outputs"

@@ -9,11 +9,11 @@ from collections import Counter
 import msgspec
 import pytest
 
-from functions import ModelOptions, policy_adapter
-from functions.models._chat import ChatCompletion, chat_messages, chat_request, response_from_chat
-from functions.models._hermes import split_tool_calls
-from functions.models._servers import Servers
-from functions.models._tokens import (
+from gymbus.functions import ModelOptions, policy_adapter
+from gymbus.functions.models._chat import ChatCompletion, chat_messages, chat_request, response_from_chat
+from gymbus.functions.models._hermes import split_tool_calls
+from gymbus.functions.models._servers import Servers
+from gymbus.functions.models._tokens import (
     CallTokens,
     History,
     continue_prompt,
@@ -21,8 +21,8 @@ from functions.models._tokens import (
     history_of,
     with_tokens,
 )
-from functions.models.vllm_model import _rollout_key
-from schemas import BadRequest, FunctionFailed, Item, Response, ResponsesCreateParams
+from gymbus.functions.models.vllm_model import _rollout_key
+from gymbus.schemas import BadRequest, FunctionFailed, Item, Response, ResponsesCreateParams
 
 TOOL = {"type": "function", "name": "get_weather", "description": "", "strict": True,
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}  # fmt: skip

@@ -10,10 +10,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from functions import ModelOptions
-from functions.models._servers import Servers
-from functions.models.vllm_model import VLLMModel
-from schemas import BadRequest, FunctionFailed, Item, ResponsesCreateParams, UpstreamFailed
+from gymbus.functions import ModelOptions
+from gymbus.functions.models._servers import Servers
+from gymbus.functions.models.vllm_model import VLLMModel
+from gymbus.schemas import BadRequest, FunctionFailed, Item, ResponsesCreateParams, UpstreamFailed
 from tests.vllm_stub import GENERATION, PROMPT, VllmStub, serve_stub
 
 

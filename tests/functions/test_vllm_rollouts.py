@@ -18,12 +18,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from functions import ENVIRONMENTS, ModelOptions
-from functions.agents.multi_turn_agent import multi_turn_agent
-from functions.agents.simple_agent import simple_agent
-from functions.models.offline import offline_policy
-from functions.models.vllm_model import VLLMModel
-from schemas import ResponsesCreateParams
+from gymbus.functions import ENVIRONMENTS, ModelOptions
+from gymbus.functions.agents.multi_turn_agent import multi_turn_agent
+from gymbus.functions.agents.simple_agent import simple_agent
+from gymbus.functions.models.offline import offline_policy
+from gymbus.functions.models.vllm_model import VLLMModel
+from gymbus.schemas import ResponsesCreateParams
 from tests.functions.local_calls import LocalCalls
 from tests.tiny_model import tiny_model_dir
 from tests.vllm_server import MODEL_NAME, VllmServer

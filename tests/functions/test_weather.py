@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
-from functions import ENVIRONMENTS, Session
-from functions.environments.example_single_tool_call import GetWeather, get_weather
-from schemas import VerifyRequest
+from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions.environments.example_single_tool_call import GetWeather, get_weather
+from gymbus.schemas import VerifyRequest
 
 
 async def test_get_weather_is_always_cold() -> None:

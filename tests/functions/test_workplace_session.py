@@ -8,8 +8,8 @@ from typing import Any
 
 import msgspec
 
-from functions import ENVIRONMENTS, MemoryState, Session
-from schemas import ResponsesCreateParams, SeedRequest
+from gymbus.functions import ENVIRONMENTS, MemoryState, Session
+from gymbus.schemas import ResponsesCreateParams, SeedRequest
 
 ENV = ENVIRONMENTS["workplace_assistant"]
 TOOLS = {tool.name: tool for tool in ENV.tools}

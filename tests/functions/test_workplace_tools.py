@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from functions import ENVIRONMENTS, Session
-from schemas import NotFound, ResponsesCreateParams, SeedRequest
+from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.schemas import NotFound, ResponsesCreateParams, SeedRequest
 
 ENV = ENVIRONMENTS["workplace_assistant"]
 TOOLS = {tool.name: tool for tool in ENV.tools}

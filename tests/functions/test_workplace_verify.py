@@ -10,9 +10,9 @@ from typing import Any
 import msgspec
 import pytest
 
-import bus
-import schemas
-from functions import ENVIRONMENTS, Session
+from gymbus import bus
+from gymbus import schemas
+from gymbus.functions import ENVIRONMENTS, Session
 
 ENV = ENVIRONMENTS["workplace_assistant"]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "workplace_assistant.jsonl"

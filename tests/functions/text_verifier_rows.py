@@ -8,8 +8,8 @@ from typing import Any
 
 import msgspec
 
-from functions import ENVIRONMENTS, Session
-from schemas import VerifyResult
+from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.schemas import VerifyResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from functions import Session
-from schemas import Response, ResponsesCreateParams, VerifyRequest, item_text
+from gymbus.functions import Session
+from gymbus.schemas import Response, ResponsesCreateParams, VerifyRequest, item_text
 
 EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples"
 R = TypeVar("R", bound=VerifyRequest)

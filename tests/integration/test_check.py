@@ -15,12 +15,12 @@ import pytest
 from msgspec import Struct
 from nats.aio.client import Client
 
-import bus
-from bus import Endpoint, Handler, ServiceSpec, environment_service, subjects
-from functions import Environment, MemoryState, Session, tool
-from runner._check import CheckItem, check_environment
-from runner._check_contract import EnvironmentContract
-from schemas import DEFAULT_TIMEOUTS, SeedRequest, VerifyRequest, VerifyResult
+from gymbus import bus
+from gymbus.bus import Endpoint, Handler, ServiceSpec, environment_service, subjects
+from gymbus.functions import Environment, MemoryState, Session, tool
+from gymbus.runner._check import CheckItem, check_environment
+from gymbus.runner._check_contract import EnvironmentContract
+from gymbus.schemas import DEFAULT_TIMEOUTS, SeedRequest, VerifyRequest, VerifyResult
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -152,7 +152,7 @@ async def test_an_environment_nobody_serves_fails_at_its_ping(nc: Client) -> Non
 
 def test_the_command_passes_a_good_environment(tmp_path: Path, no_nats_url: None) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "runner", "check", "example_single_tool_call",
+        [sys.executable, "-m", "gymbus.runner", "check", "example_single_tool_call",
          "--input", str(EXAMPLES / "example_single_tool_call.jsonl")],
         capture_output=True, text=True, timeout=60, check=False,
         env={k: v for k, v in os.environ.items() if k != "NATS_URL"},
@@ -173,6 +173,6 @@ def test_the_command_passes_a_good_environment(tmp_path: Path, no_nats_url: None
 
 
 def test_the_command_exits_1_and_names_a_missing_environment(no_nats_url: None) -> None:
-    done = subprocess.run([sys.executable, "-m", "runner", "check", "no_such_env"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "gymbus.runner", "check", "no_such_env"], capture_output=True,
                           text=True, timeout=60, check=False)  # fmt: skip
     assert done.returncode == 1 and "'no_such_env' is not a built-in environment" in done.stderr

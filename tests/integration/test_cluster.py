@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-import schemas
+from gymbus import schemas
 from bench import faults
 from bench._cluster import WEATHER, WEATHER_AGENT, NatsServers, count_lines, tally, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
-RUNNER = [sys.executable, "-m", "runner"]
+RUNNER = [sys.executable, "-m", "gymbus.runner"]
 TASKS = 1500
 KILLED = 1  # the node the second worker is attached to
 
@@ -39,8 +39,7 @@ def _stream_replicas(servers: NatsServers) -> dict[str, int]:
     """Replica count of every stream, from a server's monitoring view of JetStream."""
     import asyncio
 
-    import bus
-
+    from gymbus import bus
     async def read() -> dict[str, int]:
         nc = await bus.connect(servers.url(0), name="test")
         try:
@@ -57,8 +56,7 @@ def test_workers_started_with_the_cluster_set_up_once_it_has_settled(tmp_path: P
     streams, buckets and consumers are made once the cluster can (not an error at start)."""
     import asyncio
 
-    import bus
-
+    from gymbus import bus
     async def set_up(url: str) -> None:
         nc = await bus.connect(url, name="test", replicas=3)
         try:

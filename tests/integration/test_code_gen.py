@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from nats.aio.client import Client
 
-import bus
-from bus import ServeOptions, environment_service, model_service, run_rollout, serve_functions, subjects
-from functions import AGENTS, ENVIRONMENTS, MemoryState
-from functions.environments._sandbox import describe
-from schemas import DEADLINE, SESSION, ContentPart, DeadlineExceeded, Item, Response, ResponsesCreateParams
+from gymbus import bus
+from gymbus.bus import ServeOptions, environment_service, model_service, run_rollout, serve_functions, subjects
+from gymbus.functions import AGENTS, ENVIRONMENTS, MemoryState
+from gymbus.functions.environments._sandbox import describe
+from gymbus.schemas import DEADLINE, SESSION, ContentPart, DeadlineExceeded, Item, Response, ResponsesCreateParams
 from tests.conftest import EXAMPLES
 from tests.functions.test_code_sandbox import needs_sandbox, processes_with
 from tests.integration.test_collect import read_jsonl, run_cli

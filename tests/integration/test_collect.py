@@ -13,11 +13,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bus import ServeOptions, serve_functions
-from runner import CollectOptions, ProgressView, collect
+from gymbus.bus import ServeOptions, serve_functions
+from gymbus.runner import CollectOptions, ProgressView, collect
 from tests.conftest import EXAMPLES, WEATHER, WEATHER_AGENT
 
-GYM_RUNNER = [sys.executable, "-m", "runner"]
+GYM_RUNNER = [sys.executable, "-m", "gymbus.runner"]
 
 
 def run_cli(
@@ -200,7 +200,7 @@ async def test_collect_uses_the_workers_already_on_the_bus(nats_url: str, tmp_pa
 async def test_an_openai_compatible_endpoint_drives_the_rollout(
     nats_url: str, tmp_path: Path, openai_server
 ) -> None:  # type: ignore[no-untyped-def]
-    from functions import ModelOptions
+    from gymbus.functions import ModelOptions
 
     model = ModelOptions(base_url=openai_server.url, api_key="sk-test", model="served", api="chat")
     stop = asyncio.Event()
@@ -276,3 +276,23 @@ def test_serving_the_openai_adapter_without_a_model_name_is_a_clear_error() -> N
     assert done.returncode == 1
     assert "needs a model name: --model NAME or POLICY_MODEL" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_modules_in_the_working_directory_shadow_nothing_of_ours(tmp_path: Path) -> None:
+    """A trainer's or a user's own `runner.py`, `schemas.py` (or `nats.py`) beside the data:
+    `gym-runner collect` and the workers it starts import none of them."""
+    work = tmp_path / "project"
+    work.mkdir()
+    for name in ("runner", "schemas", "bus", "functions", "gymbus", "nats", "msgspec"):
+        (work / f"{name}.py").write_text(f"raise SystemExit('shadowed by the working directory: {name}.py')\n")
+    clean = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "POLICY_BASE_URL", "PYTHONPATH")}
+    gym_runner = Path(sys.executable).with_name("gym-runner")
+    done = subprocess.run(
+        [str(gym_runner), "collect", "-i", str(EXAMPLES / f"{WEATHER}.jsonl"), "-o", "out/weather.jsonl",
+         "--agent", WEATHER_AGENT],
+        cwd=work, env=clean, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    workers_log = (work / "out" / "weather_workers.log").read_text()
+    assert done.returncode == 0, done.stderr[-2000:] + workers_log[-2000:]
+    assert "shadowed" not in done.stdout + done.stderr + workers_log
+    assert len(read_jsonl(work / "out" / "weather.jsonl")) == 5

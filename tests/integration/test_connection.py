@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-import bus
-import schemas
+from gymbus import bus
+from gymbus import schemas
 from tests.fake_openai import free_port
 
 

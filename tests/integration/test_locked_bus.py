@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 import trustme
 
-import bus
+from gymbus import bus
 from bench import faults
 from bench._cluster import WEATHER, WEATHER_AGENT, NatsServers, count_lines, tally, wait_until
-from runner._secure import SecureLayout, secure_init
-from schemas import NotAuthorized
+from gymbus.runner._secure import SecureLayout, secure_init
+from gymbus.schemas import NotAuthorized
 
 pytestmark = pytest.mark.timeout(120)
 
-RUNNER = [sys.executable, "-m", "runner"]
+RUNNER = [sys.executable, "-m", "gymbus.runner"]
 AGENT_ROLE = f"agent-{WEATHER_AGENT}"
 ENV_ROLE = f"env-{WEATHER}"
 

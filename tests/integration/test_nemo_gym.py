@@ -24,12 +24,12 @@ import psutil
 import pytest
 from rich.console import Console
 
-import bus
+from gymbus import bus
 from bench._cluster import Cluster
-from functions.nemo_gym import SessionRecord, locate, prepare
-from runner import ProgressView, VerifyOptions, verify_rollouts
-from runner._collect import CollectOptions, collect
-from schemas import (
+from gymbus.functions.nemo_gym import SessionRecord, locate, prepare
+from gymbus.runner import ProgressView, VerifyOptions, verify_rollouts
+from gymbus.runner._collect import CollectOptions, collect
+from gymbus.schemas import (
     SESSION,
     BadRequest,
     ContentPart,
@@ -83,7 +83,7 @@ def start_worker(
     options = ["--ack-wait", str(cluster.ack_wait), "--concurrency", str(concurrency)]
     with open(path, "ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "runner", "serve", *functions, *options],
+            [sys.executable, "-m", "gymbus.runner", "serve", *functions, *options],
             env=cluster.env(**env), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     cluster.processes.append(process)
@@ -408,7 +408,7 @@ def test_a_server_that_cannot_start_is_named_with_its_log(
 ) -> None:
     broken = server_dir(tmp_path, "broken", 'raise RuntimeError("this server cannot start")\n')
     done = subprocess.run(
-        [sys.executable, "-m", "runner", "serve", f"nemo-gym:{broken}"],
+        [sys.executable, "-m", "gymbus.runner", "serve", f"nemo-gym:{broken}"],
         env=cluster.env(), capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     said = " ".join(done.stderr.split())

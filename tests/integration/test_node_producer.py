@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-import bus
-import schemas
+from gymbus import bus
+from gymbus import schemas
 from bench._cluster import NatsServers
-from runner._secure import SecureLayout, secure_init
-from runner._workers import wait_served
+from gymbus.runner._secure import SecureLayout, secure_init
+from gymbus.runner._workers import wait_served
 from tests.conftest import WEATHER, WEATHER_AGENT
 
 pytestmark = pytest.mark.timeout(180)
@@ -67,7 +67,7 @@ def locked_bus_with_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterato
         url = servers.url(0)
         creds = layout.credentials
         workers = [
-            subprocess.Popen([sys.executable, "-m", "runner", "serve", name], env=_env(url, creds[role]),
+            subprocess.Popen([sys.executable, "-m", "gymbus.runner", "serve", name], env=_env(url, creds[role]),
                              stdout=(work / f"{role}.log").open("wb"), stderr=subprocess.STDOUT)
             for name, role in ((WEATHER, f"env-{WEATHER}"), (WEATHER_AGENT, f"agent-{WEATHER_AGENT}"),
                                ("offline", "model-policy"))

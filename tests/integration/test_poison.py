@@ -12,7 +12,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from bus import (
+from gymbus.bus import (
     ExhaustedTasks,
     ServeOptions,
     agent_consumer,

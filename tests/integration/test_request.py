@@ -10,9 +10,9 @@ import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-import bus
-import schemas
-from bus._request import WATCH_TASK
+from gymbus import bus
+from gymbus import schemas
+from gymbus.bus._request import WATCH_TASK
 
 
 def watchers() -> set[asyncio.Task[object]]:

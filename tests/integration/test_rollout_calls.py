@@ -10,12 +10,12 @@ import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-import bus
-import schemas
-from bus import BusModels, agent_service, environment_service, model_service, run_rollout
-from functions import AGENTS, ENVIRONMENTS, MemoryState
-from functions.models.offline import offline_policy
-from schemas import Response, ResponsesCreateParams
+from gymbus import bus
+from gymbus import schemas
+from gymbus.bus import BusModels, agent_service, environment_service, model_service, run_rollout
+from gymbus.functions import AGENTS, ENVIRONMENTS, MemoryState
+from gymbus.functions.models.offline import offline_policy
+from gymbus.schemas import Response, ResponsesCreateParams
 from tests.conftest import WEATHER, WEATHER_AGENT
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from bus import ServeOptions, serve_functions
-from functions import ModelOptions
-from runner import CollectOptions, ProgressView, collect
+from gymbus.bus import ServeOptions, serve_functions
+from gymbus.functions import ModelOptions
+from gymbus.runner import CollectOptions, ProgressView, collect
 from tests.conftest import EXAMPLES
 from tests.fake_openai import FakeOpenAI
 from tests.fake_web import ARTICLE_TEXT, KEY, FakeWeb

@@ -14,15 +14,14 @@ from pathlib import Path
 
 from nats.aio.client import Client
 
-import bus
-
-RUNNER = [sys.executable, "-m", "runner"]
+from gymbus import bus
+RUNNER = [sys.executable, "-m", "gymbus.runner"]
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "example_single_tool_call.jsonl"
 
 
 async def test_replicas_share_a_subject_and_status_lists_both(nats_url: str, nc: Client) -> None:
     env = {**os.environ, "NATS_URL": nats_url}
-    command = [sys.executable, "-m", "runner", "serve", "example_single_tool_call", "--replicas", "2"]
+    command = [sys.executable, "-m", "gymbus.runner", "serve", "example_single_tool_call", "--replicas", "2"]
     server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)  # noqa: ASYNC220 - a child to test, not awaited work
     try:
         deadline = time.monotonic() + 30
@@ -32,7 +31,7 @@ async def test_replicas_share_a_subject_and_status_lists_both(nats_url: str, nc:
         await asyncio.gather(*(bus.request(nc, subject, b'{"city": "Rome"}', timeout=5) for _ in range(200)))
         status = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "runner", "status", "--json"],
+            [sys.executable, "-m", "gymbus.runner", "status", "--json"],
             check=False,
             env=env,
             capture_output=True,
@@ -49,7 +48,7 @@ async def test_replicas_share_a_subject_and_status_lists_both(nats_url: str, nc:
         assert len(replicas) == 2 and sum(counts) == 200 and min(counts) > 0
         table = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "runner", "status"],
+            [sys.executable, "-m", "gymbus.runner", "status"],
             check=False,
             env=env,
             capture_output=True,
@@ -71,7 +70,7 @@ async def test_agent_replicas_report_the_tasks_they_ran(nats_url: str, nc: Clien
     )  # earlier tests' leftovers
     env = {**os.environ, "NATS_URL": nats_url}
     functions = ["example_single_tool_call", agent, "offline"]
-    command = [sys.executable, "-m", "runner", "serve", *functions, "--replicas", "2"]
+    command = [sys.executable, "-m", "gymbus.runner", "serve", *functions, "--replicas", "2"]
     server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)  # noqa: ASYNC220 - a child to test, not awaited work
     try:
         deadline = time.monotonic() + 30

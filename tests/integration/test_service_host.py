@@ -9,9 +9,9 @@ from collections.abc import Mapping
 import pytest
 from nats.aio.client import Client
 
-import bus
-import schemas
-from bus import Endpoint, ServiceHost, ServiceSpec
+from gymbus import bus
+from gymbus import schemas
+from gymbus.bus import Endpoint, ServiceHost, ServiceSpec
 
 
 def spec(

@@ -40,7 +40,7 @@ def collect(rows: list[dict[str, Any]], tmp_path: Path) -> subprocess.CompletedP
     command = [
         sys.executable,
         "-m",
-        "runner",
+        "gymbus.runner",
         "collect",
         "-i",
         str(source),

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from nats.aio.client import Client
 
-import bus
-import schemas
-from bus import BusCalls, ServeOptions, environment_service, serve_functions
-from functions import AGENTS, ENVIRONMENTS
-from runner import CollectOptions, ProgressView, collect
-from schemas import Item, Response
+from gymbus import bus
+from gymbus import schemas
+from gymbus.bus import BusCalls, ServeOptions, environment_service, serve_functions
+from gymbus.functions import AGENTS, ENVIRONMENTS
+from gymbus.runner import CollectOptions, ProgressView, collect
+from gymbus.schemas import Item, Response
 from tests.conftest import EXAMPLES
 
 COUNTER = "example_session_state_mgmt"
@@ -39,7 +39,7 @@ def counter_row() -> bytes:
 
 
 def replica(nats_url: str) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "runner", "serve", COUNTER]
+    command = [sys.executable, "-m", "gymbus.runner", "serve", COUNTER]
     env = {**os.environ, "NATS_URL": nats_url}
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
 

@@ -27,12 +27,12 @@ from typing import Any
 import msgspec
 import pytest
 
-import bus
-from bus import ServeOptions, agent_consumer, subjects
-from functions import ModelOptions
-from runner import BusRollouts, environment_reward, tasks_dataset
-from runner._workers import WorkerProcesses, wait_served
-from schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, Rollout, item_text
+from gymbus import bus
+from gymbus.bus import ServeOptions, agent_consumer, subjects
+from gymbus.functions import ModelOptions
+from gymbus.runner import BusRollouts, environment_reward, tasks_dataset
+from gymbus.runner._workers import WorkerProcesses, wait_served
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, Rollout, item_text
 from tests.conftest import EXAMPLES, WEATHER, WEATHER_AGENT
 from tests.tiny_model import tiny_model_dir
 from tests.vllm_server import MODEL_NAME, VllmServer

@@ -12,10 +12,10 @@ import msgspec
 import pytest
 from nats.aio.client import Client
 
-from bus import ServeOptions, ServiceHost, ServiceSpec, serve_functions, subjects
-from runner._trainer_bus import BatchTask, TaskBatches
-from runner._workers import wait_served
-from schemas import DEFAULT_TIMEOUTS, MSG_ID, ROLLOUT_INDEX, SEQ, TASK_INDEX, Rollout
+from gymbus.bus import ServeOptions, ServiceHost, ServiceSpec, serve_functions, subjects
+from gymbus.runner._trainer_bus import BatchTask, TaskBatches
+from gymbus.runner._workers import wait_served
+from gymbus.schemas import DEFAULT_TIMEOUTS, MSG_ID, ROLLOUT_INDEX, SEQ, TASK_INDEX, Rollout
 from tests.conftest import WEATHER, WEATHER_AGENT
 
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-import bus
-from bus import ServeOptions
-from functions import ModelOptions
-from runner import BusRollouts, tasks_dataset
+from gymbus import bus
+from gymbus.bus import ServeOptions
+from gymbus.functions import ModelOptions
+from gymbus.runner import BusRollouts, tasks_dataset
 from tests.conftest import EXAMPLES, WEATHER, WEATHER_AGENT
 from tests.integration.test_trainer import (
     Fleet,

@@ -15,11 +15,11 @@ import pytest
 from nats.aio.client import Client
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-import bus
-import schemas
-from bus import TaskConsumer, rollout_task_handler, subjects
-from functions import AGENTS
-from schemas import RUN, TASK
+from gymbus import bus
+from gymbus import schemas
+from gymbus.bus import TaskConsumer, rollout_task_handler, subjects
+from gymbus.functions import AGENTS
+from gymbus.schemas import RUN, TASK
 from tests.conftest import WEATHER_AGENT
 
 pytestmark = pytest.mark.timeout(60)

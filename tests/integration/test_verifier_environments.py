@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from nats.aio.client import Client
 
-import functions
-from bus import ServeOptions, ServiceHost, environment_service, model_service, run_rollout, serve_functions
-from functions import ENVIRONMENTS, MemoryState, ModelFunction
-from functions.environments.equivalence_llm_judge import JUDGE_PROMPT
-from functions.models.offline import offline_policy
-from runner import CollectOptions, ProgressView, collect
-from schemas import BadRequest, ContentPart, Item, Response, ResponsesCreateParams
+from gymbus import functions
+from gymbus.bus import ServeOptions, ServiceHost, environment_service, model_service, run_rollout, serve_functions
+from gymbus.functions import ENVIRONMENTS, MemoryState, ModelFunction
+from gymbus.functions.environments.equivalence_llm_judge import JUDGE_PROMPT
+from gymbus.functions.models.offline import offline_policy
+from gymbus.runner import CollectOptions, ProgressView, collect
+from gymbus.schemas import BadRequest, ContentPart, Item, Response, ResponsesCreateParams
 from tests.conftest import EXAMPLES
 from tests.integration.test_collect import read_jsonl, run_cli
 

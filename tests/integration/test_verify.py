@@ -12,10 +12,10 @@ from typing import Any
 import psutil
 import pytest
 
-from bus import ServiceHost, environment_service
-from functions import AGENTS, ENVIRONMENTS, Environment, MemoryState, Session, agents_of
-from runner import ProgressView, VerifyOptions, verify_rollouts
-from schemas import UpstreamFailed, VerifyRequest, VerifyResult
+from gymbus.bus import ServiceHost, environment_service
+from gymbus.functions import AGENTS, ENVIRONMENTS, Environment, MemoryState, Session, agents_of
+from gymbus.runner import ProgressView, VerifyOptions, verify_rollouts
+from gymbus.schemas import UpstreamFailed, VerifyRequest, VerifyResult
 from tests.conftest import EXAMPLES, WEATHER, WEATHER_AGENT
 from tests.integration.test_collect import read_jsonl, run_cli
 

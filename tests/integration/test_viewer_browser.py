@@ -29,7 +29,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, WEATHER_AGENT
 
-GYM_RUNNER = [sys.executable, "-m", "runner"]
+GYM_RUNNER = [sys.executable, "-m", "gymbus.runner"]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 MULTI_TURN_AGENT = "example_multi_turn_agent"
 INJECTION = '<img src=x onerror="window.__injected=1"><script>window.__injected=2</script><b>bold?</b>'

@@ -11,12 +11,12 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from nats.aio.client import Client
 
-import bus
-from bus import environment_service, model_service, run_rollout
-from functions import AGENTS, ENVIRONMENTS, MemoryState, ModelOptions
-from functions.models.offline import offline_policy
-from functions.models.vllm_model import VLLMModel
-from schemas import Response, ResponsesCreateParams
+from gymbus import bus
+from gymbus.bus import environment_service, model_service, run_rollout
+from gymbus.functions import AGENTS, ENVIRONMENTS, MemoryState, ModelOptions
+from gymbus.functions.models.offline import offline_policy
+from gymbus.functions.models.vllm_model import VLLMModel
+from gymbus.schemas import Response, ResponsesCreateParams
 from tests.conftest import WEATHER, WEATHER_AGENT
 from tests.vllm_stub import GENERATION, VllmStub, serve_stub
 

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from nats.aio.client import Client
 
-import bus
-import schemas
-from bus import ServeOptions, environment_service, run_rollout, serve_functions
-from functions import AGENTS, ENVIRONMENTS
-from runner import CollectOptions, ProgressView, collect
+from gymbus import bus
+from gymbus import schemas
+from gymbus.bus import ServeOptions, environment_service, run_rollout, serve_functions
+from gymbus.functions import AGENTS, ENVIRONMENTS
+from gymbus.runner import CollectOptions, ProgressView, collect
 from tests.conftest import EXAMPLES
 
 WORKPLACE = "workplace_assistant"

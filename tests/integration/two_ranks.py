@@ -22,8 +22,8 @@ def main(url: str, output: Path, *sources: str) -> None:
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from runner import BusRollouts, environment_reward, tasks_dataset
-    from schemas import DEFAULT_TIMEOUTS
+    from gymbus.runner import BusRollouts, environment_reward, tasks_dataset
+    from gymbus.schemas import DEFAULT_TIMEOUTS
     from tests.tiny_model import tiny_model_dir
 
     files = [(source.rsplit(":", 1)[0], source.rsplit(":", 1)[1]) for source in sources]

@@ -11,7 +11,7 @@ from pathlib import Path
 LIMITED_WRITER = """
 import asyncio, resource, sys
 from pathlib import Path
-from runner._output import JsonlWriter, WriteFailed
+from gymbus.runner._output import JsonlWriter, WriteFailed
 
 async def main() -> None:
     writer = JsonlWriter(Path(sys.argv[1]))

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from runner._interrupts import Interrupts, interrupted_exit_code
+from gymbus.runner._interrupts import Interrupts, interrupted_exit_code
 
 
 async def test_a_repeat_within_the_window_is_the_same_request_to_stop() -> None:

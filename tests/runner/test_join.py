@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from runner._join import UNMATCHED, InputIndex
-from schemas import InputError, RolloutFailed
+from gymbus.runner._join import UNMATCHED, InputIndex
+from gymbus.schemas import InputError, RolloutFailed
 
 AGENT = {"type": "responses_api_agents", "name": "mcqa_simple_agent"}
 RESPONSE = {"id": "r", "created_at": 0, "model": "m", "output": []}

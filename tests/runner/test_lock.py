@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runner._lock import OutputInUse, OutputLock
+from gymbus.runner._lock import OutputInUse, OutputLock
 
 HOLD = "import sys; from pathlib import Path; from runner._lock import OutputLock; \
 lock = OutputLock(Path(sys.argv[1])).__enter__(); print('held', flush=True); sys.stdin.read()"

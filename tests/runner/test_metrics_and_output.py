@@ -10,10 +10,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from functions import TaskMetrics
-from runner._metrics import FieldStats, Metrics, builtin_task_metrics, numeric_fields
-from runner._output import OutputPaths, _cut_partial_line, read_progress
-from schemas import row_fields
+from gymbus.functions import TaskMetrics
+from gymbus.runner._metrics import FieldStats, Metrics, builtin_task_metrics, numeric_fields
+from gymbus.runner._output import OutputPaths, _cut_partial_line, read_progress
+from gymbus.schemas import row_fields
 
 
 def row(reward: float, tokens: int) -> bytes:

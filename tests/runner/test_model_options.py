@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from bus import ServeOptions
-from functions import ModelOptions
-from runner._serve import worker_command
-from runner.cli import app
+from gymbus.bus import ServeOptions
+from gymbus.functions import ModelOptions
+from gymbus.runner._serve import worker_command
+from gymbus.runner.cli import app
 
 
 def test_a_worker_gets_the_vllm_servers_and_the_capture_setting() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runner import BadRow, Plan, PlannedRollout
+from gymbus.runner import BadRow, Plan, PlannedRollout
 
 ROW = {"responses_create_params": {"input": "q1"}}
 

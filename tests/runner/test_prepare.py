@@ -11,7 +11,7 @@ import msgspec
 import pytest
 from typer.testing import CliRunner, Result
 
-from runner.cli import app
+from gymbus.runner.cli import app
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NEMO_GYM_METRICS = Path(__file__).resolve().parent / "nemo_gym_metrics"
@@ -201,7 +201,7 @@ def test_without_the_datasets_library_hf_says_how_to_install_it(
 
 
 def test_prepared_rows_decode_as_task_rows(tmp_path: Path) -> None:
-    from schemas import TaskRow
+    from gymbus.schemas import TaskRow
 
     mcqa = f"{EXAMPLES / 'mcqa.jsonl'}=mcqa_simple_agent"
     result = _prepare(str(EXAMPLES / "tool_environments.jsonl"), mcqa, "-o", str(tmp_path))

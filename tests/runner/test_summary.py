@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runner import CollectResult
-from runner._metrics import Metrics
-from runner._output import OutputPaths
-from runner._sink import FailureTally
-from runner._summary import ExitCode, agent_lines, exit_code, failure_lines, result_line
-from schemas import row_fields
+from gymbus.runner import CollectResult
+from gymbus.runner._metrics import Metrics
+from gymbus.runner._output import OutputPaths
+from gymbus.runner._sink import FailureTally
+from gymbus.runner._summary import ExitCode, agent_lines, exit_code, failure_lines, result_line
+from gymbus.schemas import row_fields
 
 MCQA = "mcqa_simple_agent"
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from runner import BusRollouts, environment_reward
-from schemas import FAILURE_CLASS, FAILURE_MESSAGE
+from gymbus.runner import BusRollouts, environment_reward
+from gymbus.schemas import FAILURE_CLASS, FAILURE_MESSAGE
 from tests.tiny_model import tiny_model_dir
 
 torch = pytest.importorskip("torch")

@@ -8,9 +8,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from runner import prompt_messages, tasks_dataset
-from runner._trainer_data import TaskIndex
-from schemas import InputError, ResponsesCreateParams
+from gymbus.runner import prompt_messages, tasks_dataset
+from gymbus.runner._trainer_data import TaskIndex
+from gymbus.schemas import InputError, ResponsesCreateParams
 from tests.conftest import EXAMPLES
 
 

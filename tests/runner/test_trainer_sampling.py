@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from runner import Sampling
-from schemas import ResponsesCreateParams
+from gymbus.runner import Sampling
+from gymbus.schemas import ResponsesCreateParams
 
 trl = pytest.importorskip("trl")
 

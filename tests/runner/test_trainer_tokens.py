@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner import StitchError, stitch
-from schemas import Item
+from gymbus.runner import StitchError, stitch
+from gymbus.schemas import Item
 
 
 def call(prompt: list[int], generation: list[int], logprobs: list[float] | None = None) -> Item:

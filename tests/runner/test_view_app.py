@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from runner._view import view_files
-from runner._view_app import _make_app, _names_of, _Source
-from runner._view_html import PageTooLarge, render_html
-from runner._view_index import RolloutIndex
-from schemas import ViewLimits
+from gymbus.runner._view import view_files
+from gymbus.runner._view_app import _make_app, _names_of, _Source
+from gymbus.runner._view_html import PageTooLarge, render_html
+from gymbus.runner._view_index import RolloutIndex
+from gymbus.schemas import ViewLimits
 from tests.runner.test_view_index import indexed, rollout, write
 
 LIMITS = ViewLimits(page_rows=2, max_page_rows=3)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from runner._view_index import FileChanged, Query, RolloutIndex
-from runner._view_rows import NotARow, summarize
-from schemas import VIEW_LIMITS, ViewLimits
+from gymbus.runner._view_index import FileChanged, Query, RolloutIndex
+from gymbus.runner._view_rows import NotARow, summarize
+from gymbus.schemas import VIEW_LIMITS, ViewLimits
 
 
 def rollout(task: int, reward: Any = 1.0, agent: str = "weather_agent", **extra: Any) -> dict[str, Any]:

@@ -10,9 +10,9 @@ from typing import Any
 import msgspec
 import pytest
 
-import bus
-import schemas
-from schemas._envelopes import ENVELOPES
+from gymbus import bus
+from gymbus import schemas
+from gymbus.schemas._envelopes import ENVELOPES
 
 jsonschema = pytest.importorskip("jsonschema")
 

@@ -7,18 +7,18 @@ from pathlib import Path
 import msgspec
 import pytest
 
-import schemas
-from schemas import Item, ResponsesCreateParams, TaskRow, merge_row, output_text, row_fields
+from gymbus import schemas
+from gymbus.schemas import Item, ResponsesCreateParams, TaskRow, merge_row, output_text, row_fields
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_exported_schemas_are_current() -> None:
-    """Fails when a struct changed but `python -m schemas` was not run."""
+    """Fails when a struct changed but `python -m gymbus.schemas` was not run."""
     for name, text in schemas.exported_schemas().items():
         path = schemas.SCHEMA_DIR / name
-        assert path.exists(), f"{name} missing: run `python -m schemas`"
-        assert path.read_bytes() == text, f"{name} is stale: run `python -m schemas`"
+        assert path.exists(), f"{name} missing: run `python -m gymbus.schemas`"
+        assert path.read_bytes() == text, f"{name} is stale: run `python -m gymbus.schemas`"
 
 
 def test_every_example_row_decodes_as_a_task_row() -> None:

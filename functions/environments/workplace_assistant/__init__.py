@@ -40,7 +40,7 @@ from typing import Any
 
 from msgspec import Struct
 
-from schemas import NotFound, VerifyRequest, VerifyResult
+from gymbus.schemas import NotFound, VerifyRequest, VerifyResult
 
 from ..._spec import Environment, Session, Tool
 from ._calls import TOOL_NAMES, call, rebuild, replay, without_nulls

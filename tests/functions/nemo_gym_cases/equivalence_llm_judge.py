@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from functions.environments.equivalence_llm_judge import JUDGE_PROMPT
+from gymbus.functions.environments.equivalence_llm_judge import JUDGE_PROMPT
 
 from . import Case, message
 

@@ -6,7 +6,7 @@ to true (its shipped config turns it off); the judge cases here set it as they d
 
 from __future__ import annotations
 
-from functions.environments.math_with_judge import JUDGE_PROMPT
+from gymbus.functions.environments.math_with_judge import JUDGE_PROMPT
 
 from . import Case, message, reasoning, refusal
 
