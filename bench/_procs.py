@@ -13,6 +13,7 @@ from typing import Self
 import psutil
 
 from gymbus import bus
+
 RUNNER = [sys.executable, "-m", "gymbus.runner"]
 BENCH = [sys.executable, "-m", "bench"]
 WEATHER = "example_single_tool_call"

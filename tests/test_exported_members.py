@@ -11,6 +11,8 @@ from gymbus import bus
 from gymbus import functions
 from gymbus import runner
 from gymbus import schemas
+
+
 @pytest.mark.parametrize("package", [schemas, bus, functions, runner], ids=lambda p: p.__name__)
 def test_public_names_are_exactly_all(package: ModuleType) -> None:
     public = {

@@ -40,6 +40,7 @@ def _stream_replicas(servers: NatsServers) -> dict[str, int]:
     import asyncio
 
     from gymbus import bus
+
     async def read() -> dict[str, int]:
         nc = await bus.connect(servers.url(0), name="test")
         try:
@@ -57,6 +58,7 @@ def test_workers_started_with_the_cluster_set_up_once_it_has_settled(tmp_path: P
     import asyncio
 
     from gymbus import bus
+
     async def set_up(url: str) -> None:
         nc = await bus.connect(url, name="test", replicas=3)
         try:

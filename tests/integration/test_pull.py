@@ -8,6 +8,8 @@ from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from gymbus import bus
+
+
 async def test_stop_ends_the_puller_even_when_it_is_woken_at_the_same_moment(nc: Client) -> None:
     js = nc.jetstream()
     await bus.ensure_streams(js)

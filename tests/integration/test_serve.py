@@ -15,6 +15,7 @@ from pathlib import Path
 from nats.aio.client import Client
 
 from gymbus import bus
+
 RUNNER = [sys.executable, "-m", "gymbus.runner"]
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "example_single_tool_call.jsonl"
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from nats.aio.client import Client
 
 from gymbus import bus
+
+
 async def test_state_written_by_one_replica_is_read_by_another(nc: Client, nats_url: str) -> None:
     other = await bus.connect(nats_url, name="replica-b")
     try:
