@@ -10,9 +10,21 @@ from . import _subjects as subjects
 from ._auth import ENV_VARS, BusAuth, inbox_prefix_for
 from ._claims import CLAIM, CLAIMS_BUCKET, check_in, check_out, needs_claim
 from ._codec import decode, decoder, encode, encode_error_reply, nested_deeper
-from ._connection import Bus, check_permitted, connect, nats_url_from_env, open_bus, split_urls
+from ._connection import Bus, Connection, check_permitted, connect, nats_url_from_env, open_bus, split_urls
 from ._dead_letters import ExhaustedTasks
-from ._discovery import model_servers, served_agents, served_subjects, service_infos, service_stats
+from ._discovery import (
+    QueueDepth,
+    ServiceInfo,
+    ServiceStats,
+    is_served,
+    model_servers,
+    served_agents,
+    served_subjects,
+    service_infos,
+    service_stats,
+    task_queues,
+    wait_served,
+)
 from ._embedded import EmbeddedServer, die_with_parent, find_server_binary, write_seed
 from ._gc import tune_gc
 from ._hosting import ServeOptions, environment_service, model_service, serve_functions, worker_role_name
@@ -41,6 +53,7 @@ from ._rollout import (
     rollout_task_handler,
     run_rollout,
 )
+from ._run_client import RunClient, RunResult
 from ._runkeys import RUNS_BUCKET, run_key, task_token, token_matches
 from ._services import Endpoint, Handler, ServiceHost, ServiceSpec
 from ._sessions import SESSIONS_BUCKET, KvSessions
@@ -64,17 +77,23 @@ __all__ = [
     "BusAuth",
     "BusCalls",
     "BusModels",
+    "Connection",
     "EmbeddedServer",
     "Endpoint",
     "ExhaustedTasks",
     "Handler",
     "KvSessions",
     "Puller",
+    "QueueDepth",
     "Role",
     "RolloutHandler",
+    "RunClient",
+    "RunResult",
     "ServeOptions",
     "ServiceHost",
+    "ServiceInfo",
     "ServiceSpec",
+    "ServiceStats",
     "Slots",
     "TaskConsumer",
     "TaskPublisher",
@@ -97,9 +116,10 @@ __all__ = [
     "failure_row",
     "find_server_binary",
     "inbox_prefix_for",
+    "is_served",
     "model_role",
-    "model_service",
     "model_servers",
+    "model_service",
     "monitor_role",
     "nats_url_from_env",
     "needs_claim",
@@ -126,9 +146,11 @@ __all__ = [
     "split_urls",
     "subjects",
     "task_headers",
+    "task_queues",
     "task_token",
     "token_matches",
     "tune_gc",
+    "wait_served",
     "worker_role",
     "worker_role_name",
     "write_seed",

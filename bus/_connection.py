@@ -31,9 +31,13 @@ from ._embedded import EmbeddedServer
 from ._refusals import refusals
 from ._replicas import replicas_from_env, set_replicas
 
-__all__ = ["Bus", "check_permitted", "connect", "nats_url_from_env", "open_bus", "split_urls"]
+__all__ = ["Bus", "Connection", "check_permitted", "connect", "nats_url_from_env", "open_bus", "split_urls"]
 
 log = logging.getLogger("gymbus.bus")
+
+Connection = Client
+"""A connection to the bus, as `connect` and `open_bus` make it (nats-py's client): the
+runner holds one and hands it back to `bus` functions, never using NATS itself."""
 
 
 def nats_url_from_env() -> str | None:

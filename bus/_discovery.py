@@ -8,17 +8,34 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import nats.js.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.micro.service import ServiceInfo, ServiceStats
 
-from gymbus.schemas import DEFAULT_TIMEOUTS
+from gymbus.schemas import DEFAULT_TIMEOUTS, BusUnavailable, NoResponders, RequestTimeout
 
 from . import _subjects as subjects
+from ._request import request
 
-__all__ = ["model_servers", "served_agents", "served_subjects", "service_infos", "service_stats"]
+__all__ = [
+    "QueueDepth",
+    "ServiceInfo",
+    "ServiceStats",
+    "is_served",
+    "model_servers",
+    "served_agents",
+    "served_subjects",
+    "service_infos",
+    "service_stats",
+    "task_queues",
+    "wait_served",
+]
 
 
 async def _gather(nc: Client, subject: str, window: float) -> list[dict[str, Any]]:
@@ -90,3 +107,61 @@ async def model_servers(
             listed = servers.setdefault(info.name, set())
             listed.update(url for url in metadata.get("servers", "").split(",") if url)
     return servers
+
+
+async def is_served(nc: Client, service: str, timeout: float = DEFAULT_TIMEOUTS.ping) -> bool:
+    """Whether some live worker runs the service named `service` (`$SRV.PING.<name>`)."""
+    try:
+        await request(nc, subjects.service_ping(service), b"", timeout=timeout)
+    except (NoResponders, RequestTimeout):
+        return False
+    return True
+
+
+async def wait_served(
+    nc: Client, services: list[str], timeout: float, check: Callable[[], None] | None = None
+) -> None:
+    """Return once every service in `services` answers a ping; `BusUnavailable` after
+    `timeout`. `check` is called while waiting (to raise if the workers started for
+    them have exited)."""
+    deadline = time.monotonic() + timeout
+    waiting = list(services)
+    while waiting:
+        if not await is_served(nc, waiting[0]):
+            if check is not None:
+                check()
+            if time.monotonic() > deadline:
+                raise BusUnavailable(
+                    f"workers did not start within {timeout:.0f} s: {', '.join(waiting)} not served"
+                )
+            await asyncio.sleep(0.02)
+            continue
+        waiting.pop(0)
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    """An agent's task queue: waiting, being worked on, and delivered more than once."""
+
+    agent: str
+    waiting: int
+    in_flight: int
+    redelivered: int
+
+
+async def task_queues(nc: Client) -> list[QueueDepth]:
+    """Every agent's task queue, from its durable consumer; none before the first task."""
+    js = nc.jetstream()
+    try:
+        consumers = await js.consumers_info(subjects.TASKS_STREAM)
+    except nats.js.errors.NotFoundError:
+        return []
+    return [
+        QueueDepth(
+            agent=subjects.agent_of_tasks(info.config.filter_subject or ""),
+            waiting=info.num_pending or 0,
+            in_flight=info.num_ack_pending or 0,
+            redelivered=info.num_redelivered or 0,
+        )
+        for info in consumers
+    ]

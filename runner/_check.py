@@ -27,9 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from nats.aio.client import Client
 
-from gymbus.bus import request, service_infos, subjects
+from gymbus.bus import Connection, request, service_infos, subjects
 from gymbus.schemas import (
     DEADLINE,
     DEFAULT_TIMEOUTS,
@@ -63,10 +62,10 @@ class CheckItem:
 
 
 async def check_environment(
-    nc: Client,
+    nc: Connection,
     contract: EnvironmentContract,
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
-    monitor: Client | None = None,
+    monitor: Connection | None = None,
 ) -> list[CheckItem]:
     """Check the environment `contract` names, on the bus `nc` (see the module docstring).
     `monitor`, if given, is the connection that reads `$SRV.INFO` (a right of the monitor
@@ -95,7 +94,7 @@ async def check_environment(
 
 
 async def _service(
-    nc: Client, contract: EnvironmentContract, timeouts: Timeouts
+    nc: Connection, contract: EnvironmentContract, timeouts: Timeouts
 ) -> tuple[list[CheckItem], set[str]]:
     """The service and subjects items, and the tools the service lists."""
     env, ping = contract.name, subjects.service_ping(contract.name)

@@ -9,14 +9,14 @@ from typing import Any
 
 import msgspec
 
-from gymbus.bus import ServeOptions, connect, open_bus
+from gymbus.bus import ServeOptions, connect, open_bus, wait_served
 from gymbus.functions import ENVIRONMENTS, ModelOptions
 from gymbus.schemas import DEFAULT_TIMEOUTS, Timeouts
 
 from ._check import CheckItem, check_environment
 from ._check_contract import EnvironmentContract
 from ._input import check_row, read_lines
-from ._workers import WorkerProcesses, wait_served
+from ._workers import WorkerProcesses
 
 __all__ = ["run_check", "sample_row"]
 
@@ -50,7 +50,7 @@ async def run_check(
             workers = WorkerProcesses(serve, bus.url, Path(work) / "worker.log", auth=bus.worker_auth())
             workers.start()
             try:
-                await wait_served(bus.nc, [env, "policy"], timeout=timeouts.worker_start, alive=workers)
+                await wait_served(bus.nc, [env, "policy"], timeout=timeouts.worker_start, check=workers.check)
                 # The embedded server's runner may not call seed and tools: its workers may.
                 calls = await connect(bus.url, name="gym-runner check", auth=bus.worker_auth(), role="worker")
                 try:

@@ -3,7 +3,7 @@
 0. Take the output's lock (`_lock`): one run per output file.
 1. Plan: validate the input and number its rollouts (`_plan`).
 2. Connect: `NATS_URL`, or an embedded server plus the workers the dataset's agents need.
-3. Publish each rollout to `gym.tasks.<agent>` with `Nats-Msg-Id = <run>.<seq>.<attempt>`,
+3. Submit each rollout as a task of the run (`bus.RunClient`: signed, deduplicated, durable),
    at most `--concurrency` in flight; each carries a deadline.
 4. Write each result once as it arrives (`_sink`); a rollout whose result has not come
    by its deadline (plus a grace) is written as a failure, so no straggler holds the run.
@@ -27,21 +27,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
-from nats.aio.client import Client
 
 from gymbus.bus import (
     Bus,
     EmbeddedServer,
-    ExhaustedTasks,
+    RunClient,
     ServeOptions,
-    TaskPublisher,
-    ensure_streams,
     failure_row,
+    is_served,
     open_bus,
-    run_key,
     subjects,
-    task_headers,
-    task_token,
+    wait_served,
 )
 from gymbus.functions import AGENTS, ModelOptions, policy_adapter
 from gymbus.schemas import (
@@ -63,7 +59,7 @@ from ._output import MaterializedInputs, OutputPaths, Progressed, read_progress,
 from ._plan import BadRow, Plan, PlannedRollout
 from ._progress import ProgressView
 from ._sink import FailureTally, ResultSink
-from ._workers import WorkerProcesses, is_served, wait_served
+from ._workers import WorkerProcesses
 
 __all__ = ["CollectOptions", "CollectResult", "collect", "run_id_for"]
 
@@ -91,8 +87,6 @@ class CollectOptions:
     nats_url: str | None = None
     max_attempts: int = 3
     """Attempts per rollout across `--resume`s before its failure is final."""
-    deadline_grace: float = 15.0
-    """Seconds past a rollout's deadline the runner waits for the agent's own report."""
     limits: Limits = DEFAULT_LIMITS
     timeouts: Timeouts = DEFAULT_TIMEOUTS
 
@@ -175,23 +169,18 @@ async def _collect(
         workers = await _start_workers(options, plan, bus) if bus.embedded is not None else []
         stop_within = options.timeouts.drain + 5
         try:
-            await ensure_streams(bus.js)
             served = {name for name in plan.agents if await is_served(bus.nc, name)}
             run = run_id_for(options)
-            key = await run_key(bus.js, run, fresh=not options.resume)
+            client = await RunClient.open(
+                bus.nc, run, resume=options.resume, limits=options.limits, timeouts=options.timeouts
+            )
             ledger = Ledger(plan.total, options.concurrency)
-            sink = ResultSink(
-                bus.nc, run, ledger, paths, metrics, view, progressed, key, options.limits, options.timeouts
-            )
-            await sink.start(replay=options.resume)
-            await ExhaustedTasks(
-                bus.nc, run, lambda seq, deliveries: _given_up(sink, seq, deliveries)
-            ).start()
+            sink = ResultSink(client, ledger, paths, metrics, view, progressed)
+            sink.start()
+            await client.watch_given_up(lambda seq, deliveries: _given_up(sink, seq, deliveries))
             view.start(plan.total, already=0)
-            state = _RunState(
-                options, plan, progressed, served, run, key, ledger, sink, view, stop_publishing
-            )
-            counts = await _run(state, bus.nc, _watch_processes(bus.embedded, workers))
+            state = _RunState(options, plan, progressed, served, client, ledger, sink, view, stop_publishing)
+            counts = await _run(state, _watch_processes(bus.embedded, workers))
             collecting = view.elapsed()
             finished = ledger.settled == ledger.total
             await sink.stop(forget=finished)
@@ -250,7 +239,7 @@ async def _start_workers(options: CollectOptions, plan: Plan, bus: Bus) -> list[
         group.start()
     try:
         for group, services in zip(workers, waits, strict=True):
-            await wait_served(nc, services, timeout=options.timeouts.worker_start, alive=group)
+            await wait_served(nc, services, timeout=options.timeouts.worker_start, check=group.check)
     except BaseException:
         for group in workers:
             group.stop(options.timeouts.drain)  # none left running without us
@@ -266,22 +255,19 @@ class _RunState:
     plan: Plan
     progressed: Progressed
     served: set[str]
-    run: str
-    key: bytes
-    """The run's secret: its tasks' tokens are signed with it (`bus.task_token`)."""
+    client: RunClient
     ledger: Ledger
     sink: ResultSink
     view: ProgressView
     stop_publishing: asyncio.Event
 
 
-async def _run(state: _RunState, nc: Client, watchdog: Coroutine[Any, Any, None]) -> dict[str, int]:
+async def _run(state: _RunState, watchdog: Coroutine[Any, Any, None]) -> dict[str, int]:
     options = state.options
     materialized = MaterializedInputs(OutputPaths.for_output(options.output))
-    publisher = TaskPublisher(nc, options.limits.publish_window, options.timeouts)
-    expiry = asyncio.create_task(_expire_forever(state.ledger, state.sink, publisher, options.deadline_grace))
+    expiry = asyncio.create_task(_expire_forever(state.ledger, state.sink, state.client, options.timeouts.result_grace))
     watching = asyncio.create_task(watchdog, name="the process watch")
-    publishing = asyncio.create_task(_publish_all(state, publisher, materialized))
+    publishing = asyncio.create_task(_publish_all(state, materialized))
     try:
         return await _supervised(publishing, expiry, watching, state.sink.loop_task)
     finally:
@@ -309,9 +295,7 @@ def _raise_if_gone(server: EmbeddedServer | None, cause: BaseException | None = 
         raise BusUnavailable(f"the embedded nats-server exited with code {code}") from cause
 
 
-async def _publish_all(
-    state: _RunState, publisher: TaskPublisher, materialized: MaterializedInputs
-) -> dict[str, int]:
+async def _publish_all(state: _RunState, materialized: MaterializedInputs) -> dict[str, int]:
     counts = {"skipped": 0, "done_before": 0}
     timeouts = state.options.timeouts
     async for item in state.plan.rollouts():
@@ -329,10 +313,10 @@ async def _publish_all(
         elif item.agent not in state.served:
             state.sink.record(item.seq, _unserved_row(item))
         else:
-            await _launch(item, state, publisher, timeouts)
+            await _launch(item, state, timeouts)
     else:
         await materialized.complete()
-    await publisher.wait_all()
+    await state.client.wait_submitted()
     await _wait_settled(state.ledger, state.stop_publishing)
     return counts
 
@@ -365,12 +349,7 @@ def _done_before(item: PlannedRollout | BadRow, progressed: Progressed) -> bool:
     return isinstance(item, PlannedRollout) and (item.task_index, item.rollout_index) in progressed.done
 
 
-async def _launch(
-    item: PlannedRollout,
-    state: _RunState,
-    publisher: TaskPublisher,
-    timeouts: Timeouts,
-) -> None:
+async def _launch(item: PlannedRollout, state: _RunState, timeouts: Timeouts) -> None:
     # The deadline starts once a slot is free: waiting for one is not the rollout's time.
     entry = await state.ledger.launch(
         item.seq, item.task_index, item.rollout_index, item.agent, timeouts.rollout
@@ -378,9 +357,7 @@ async def _launch(
     if entry is None:
         return
     attempt = state.progressed.failed[(item.task_index, item.rollout_index)]
-    token = task_token(state.key, state.run, item.seq, attempt)
-    headers = task_headers(state.run, item.seq, attempt, entry.deadline, token)
-    await publisher.publish(subjects.tasks(item.agent), item.body, headers)
+    await state.client.submit(item.agent, item.body, item.seq, attempt, entry.deadline)
 
 
 async def _wait_settled(ledger: Ledger, stop_publishing: asyncio.Event) -> None:
@@ -395,10 +372,10 @@ async def _wait_settled(ledger: Ledger, stop_publishing: asyncio.Event) -> None:
             pass
 
 
-async def _expire_forever(ledger: Ledger, sink: ResultSink, publisher: TaskPublisher, grace: float) -> None:
+async def _expire_forever(ledger: Ledger, sink: ResultSink, client: RunClient, grace: float) -> None:
     while True:
         await asyncio.sleep(1.0)
-        await publisher.settle_due()
+        await client.check_submitted()
         for seq, entry in ledger.expired(time.time() - grace):
             sink.record(seq, _expired_row(entry))
 

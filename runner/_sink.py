@@ -1,12 +1,10 @@
-"""Where rollouts end up: the results stream of a run, written once each to the output files.
+"""Where rollouts end up: the run's verified results, written once each to the output files.
 
-Results arrive on `gym.results.<run>` through a durable consumer. Each carries its
-`Gym-Seq`, `Gym-Attempt` and the `Gym-Token` the runner signed its task with; a result
-whose token is not the one this run's key gives that task is dropped unwritten (a forged
-result: whoever made it never saw the task). The first result of a seq is written (rollouts or failures
-file), any later one (a redelivered task that ran twice) is dropped. When resuming, a
-result the files already hold (a key already written, or an attempt already counted as
-failed) is dropped too: only the current attempt of a missing key is written. Writes are batched and flushed
+Results come from the run's `bus.RunClient`, which has already dropped forged ones. The
+first result of a seq is written (rollouts or failures file), any later one (a
+redelivered task that ran twice) is dropped. When resuming, a result the files already
+hold (a key already written, or an attempt already counted as failed) is dropped too:
+only the current attempt of a missing key is written. Writes are batched and flushed
 before the batch is acked, so an acked result is always on disk; a crash between the
 two only means the result is read again, and dropped, when the run resumes.
 """
@@ -18,25 +16,13 @@ import logging
 from collections import Counter
 
 import msgspec
-import nats.js.errors
-from nats.aio.client import Client
-from nats.aio.msg import Msg
 
-from gymbus.bus import Puller, check_out, pull_results, results_consumer, subjects, token_matches
+from gymbus.bus import RunClient, RunResult
 from gymbus.schemas import (
-    ATTEMPT,
-    DEFAULT_LIMITS,
-    DEFAULT_TIMEOUTS,
     FAILURE_CLASS,
     FAILURE_MESSAGE,
     ROLLOUT_INDEX,
-    SEQ,
     TASK_INDEX,
-    TOKEN,
-    Limits,
-    PayloadTooLarge,
-    Timeouts,
-    header_int,
     merge_row,
     row_fields,
 )
@@ -82,95 +68,42 @@ class ResultSink:
 
     def __init__(
         self,
-        nc: Client,
-        run: str,
+        client: RunClient,
         ledger: Ledger,
         paths: OutputPaths,
         metrics: Metrics,
         view: ProgressView,
         before: Progressed,
-        key: bytes,
-        limits: Limits = DEFAULT_LIMITS,
-        timeouts: Timeouts = DEFAULT_TIMEOUTS,
     ) -> None:
-        self.nc = nc
-        self.key = key
-        self.forged = 0
-        """Results dropped because their token did not match their task's."""
-        self.limits = limits
-        self.timeouts = timeouts
+        self.client = client
         self.before = before
-        self.js = nc.jetstream()
-        self.run = run
         self.ledger = ledger
         self.rollouts = JsonlWriter(paths.rollouts)
         self.failures = JsonlWriter(paths.failures)
         self.metrics = metrics
         self.failed = FailureTally()
         self.view = view
-        self.pending: list[Msg] = []
-        self.wake = asyncio.Event()
-        self.puller: Puller | None = None
-        self.closing = False
         self.loop_task: asyncio.Task[None] | None = None
 
-    async def start(self, *, replay: bool) -> None:
-        """Start consuming. `replay` re-reads every result the stream still holds for the run
-        (resuming); otherwise results of an earlier run with the same id are purged first."""
-        name = results_consumer(self.run)
-        try:
-            await self.js.delete_consumer(subjects.RESULTS_STREAM, name)
-        except nats.js.errors.NotFoundError:
-            pass
-        if not replay:
-            await self.js.purge_stream(subjects.RESULTS_STREAM, subject=subjects.results(self.run))
-        self.puller = await pull_results(self.nc, self.run, self._queue, self.limits, self.timeouts)
-        self.loop_task = asyncio.create_task(self._drain_forever())
+    def start(self) -> None:
+        """Start writing the run's results as they come."""
+        self.loop_task = asyncio.create_task(self._write_forever())
 
-    def _queue(self, msg: Msg) -> None:
-        self.pending.append(msg)
-        self.wake.set()
+    async def _write_forever(self) -> None:
+        async for batch in self.client.results():
+            await self._write_batch(batch)
 
-    async def _drain_forever(self) -> None:
-        while not (self.closing and not self.pending):
-            await self.wake.wait()
-            self.wake.clear()
-            batch, self.pending = self.pending, []
-            if batch:
-                await self._write_batch(batch)
-
-    async def _write_batch(self, batch: list[Msg]) -> None:
-        written = 0
-        for msg in batch:
-            try:
-                body = await check_out(self.nc, msg.data, msg.headers, delete=False)
-            except PayloadTooLarge as exc:
-                log.error("dropped a result whose claimed body is gone: %s", exc)
-                continue
-            written += self._take(msg, body)
+    async def _write_batch(self, batch: list[RunResult]) -> None:
+        written = sum(self._take(result) for result in batch)
         await self.flush()  # on disk before acked
-        for msg in batch:
-            try:
-                await msg.ack()
-            except nats.errors.Error:
-                pass  # not acked: redelivered later and dropped as a duplicate
-        for _ in batch:
-            assert self.puller is not None
-            self.puller.done()
+        await self.client.ack(batch)
         if written:
             self.view.advance(written, self.metrics.mean_reward)
 
-    def _take(self, msg: Msg, body: bytes) -> bool:
-        headers = msg.headers or {}
-        seq, attempt = header_int(headers, SEQ, -1), header_int(headers, ATTEMPT, 0)
+    def _take(self, result: RunResult) -> bool:
+        seq, attempt, body = result.seq, result.attempt, result.body
         if self.ledger.is_settled(seq) or not 0 <= seq < self.ledger.total:
             return False  # a duplicate, or not of this run
-        if not token_matches(self.key, self.run, seq, attempt, headers.get(TOKEN, "")):
-            self.forged += 1
-            if self.forged <= 10 or self.forged % 1000 == 0:
-                log.warning("dropped a result for rollout %d that no task of this run asked for "
-                            "(its token does not match; %d so far)", seq, self.forged)  # fmt: skip
-            return False
         entry = self.ledger.in_flight.get(seq)
         try:
             fields = row_fields(body)
@@ -212,23 +145,12 @@ class ResultSink:
         await self.failures.flush()
 
     async def stop(self, *, forget: bool) -> None:
-        """Stop consuming and flush. `forget` deletes the run's consumer and results."""
-        if self.puller is not None:
-            await self.puller.stop()
-        self.closing = True
-        self.wake.set()
+        """Stop reading results and flush. `forget` deletes the run's consumer and results."""
+        await self.client.stop_results()
         if self.loop_task is not None:
             await self.loop_task  # the batch being written is finished, never cut
         await self.flush()
-        if forget:
-            await self._forget()
-
-    async def _forget(self) -> None:
-        try:
-            await self.js.delete_consumer(subjects.RESULTS_STREAM, results_consumer(self.run))
-            await self.js.purge_stream(subjects.RESULTS_STREAM, subject=subjects.results(self.run))
-        except nats.errors.Error as exc:
-            log.debug("could not clean up run %s: %s", self.run, type(exc).__name__)
+        await self.client.close(forget=forget)
 
 
 def _key(fields: dict[str, msgspec.Raw]) -> tuple[int, int]:

@@ -2,50 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-import nats.js.errors
-from nats.aio.client import Client
-from nats.micro.service import ServiceStats
 from rich.console import Console
 from rich.table import Table
 
-from gymbus.bus import service_stats, subjects
+from gymbus.bus import Connection, QueueDepth, ServiceStats, service_stats, task_queues
 
-__all__ = ["QueueDepth", "gather_status", "render_status", "status_json"]
-
-
-@dataclass(frozen=True)
-class QueueDepth:
-    """An agent's task queue: waiting, being worked on, and delivered more than once."""
-
-    agent: str
-    waiting: int
-    in_flight: int
-    redelivered: int
+__all__ = ["gather_status", "render_status", "status_json"]
 
 
-async def gather_status(nc: Client) -> tuple[list[ServiceStats], list[QueueDepth]]:
+async def gather_status(nc: Connection) -> tuple[list[ServiceStats], list[QueueDepth]]:
     stats = sorted(await service_stats(nc), key=lambda s: (s.metadata.get("kind", ""), s.name, s.id))
-    return stats, await _queues(nc)
-
-
-async def _queues(nc: Client) -> list[QueueDepth]:
-    js = nc.jetstream()
-    try:
-        consumers = await js.consumers_info(subjects.TASKS_STREAM)
-    except nats.js.errors.NotFoundError:
-        return []
-    return [
-        QueueDepth(
-            agent=subjects.agent_of_tasks(info.config.filter_subject or ""),
-            waiting=info.num_pending or 0,
-            in_flight=info.num_ack_pending or 0,
-            redelivered=info.num_redelivered or 0,
-        )
-        for info in consumers
-    ]
+    return stats, await task_queues(nc)
 
 
 def render_status(stats: list[ServiceStats], queues: list[QueueDepth], console: Console) -> None:

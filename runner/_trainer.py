@@ -53,9 +53,8 @@ from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
 import msgspec
-from nats.aio.client import Client
 
-from gymbus.bus import connect, model_servers, nats_url_from_env
+from gymbus.bus import Connection, connect, nats_url_from_env
 from gymbus.schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
@@ -113,7 +112,7 @@ class BusRollouts:
         nats_url: str | None = None,
         *,
         rollout_timeout: float = DEFAULT_TIMEOUTS.rollout,
-        grace: float = 15.0,
+        grace: float = DEFAULT_TIMEOUTS.result_grace,
         limits: Limits = DEFAULT_LIMITS,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
     ) -> None:
@@ -133,7 +132,7 @@ class BusRollouts:
         """The rollout rows of the last batch as the agents returned them, in prompt order
         (failure rows included), for logging or saving them."""
         self._loop: _LoopThread | None = None
-        self._nc: Client | None = None
+        self._nc: Connection | None = None
         self._batches: TaskBatches | None = None
         self._indexes: dict[int, tuple[Any, TaskIndex]] = {}
         self._sync_checked = False

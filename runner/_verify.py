@@ -40,9 +40,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
-from nats.aio.client import Client
 
-from gymbus.bus import Bus, ServeOptions, open_bus, request, retrying, served_agents, subjects
+from gymbus.bus import (
+    Connection,
+    Bus,
+    ServeOptions,
+    is_served,
+    open_bus,
+    request,
+    retrying,
+    served_agents,
+    subjects,
+    wait_served,
+)
 from gymbus.functions import AGENT_KINDS, AGENTS, Agent, ModelOptions, policy_adapter
 from gymbus.schemas import (
     CALL_RETRY,
@@ -66,7 +76,7 @@ from ._metrics import Metrics
 from ._output import JsonlWriter
 from ._progress import ProgressView
 from ._rescore import Disagreement, Stored, agrees, read_stored, rescored_row, unverified_row, verify_error
-from ._workers import WorkerProcesses, is_served, wait_served
+from ._workers import WorkerProcesses
 
 __all__ = ["VerifyOptions", "VerifyPaths", "VerifyReport", "verify_rollouts"]
 
@@ -160,7 +170,7 @@ class _Failed:
 class _Run:
     """What every row's verification needs."""
 
-    nc: Client
+    nc: Connection
     options: VerifyOptions
     known: dict[str, Agent]
     served: set[str]
@@ -199,7 +209,7 @@ async def verify_rollouts(
     return report
 
 
-async def _live_agents(nc: Client) -> dict[str, Agent]:
+async def _live_agents(nc: Connection) -> dict[str, Agent]:
     """The agents live on the bus that are not built in (those over a hosted NeMo Gym
     server, say), each with the environment its service says it drives."""
     return {
@@ -259,7 +269,7 @@ async def _start_workers(environments: list[str], bus: Bus, options: VerifyOptio
     workers.start()
     try:
         await wait_served(
-            bus.nc, [*environments, "policy"], timeout=options.timeouts.worker_start, alive=workers
+            bus.nc, [*environments, "policy"], timeout=options.timeouts.worker_start, check=workers.check
         )
     except BaseException:
         workers.stop(options.timeouts.drain)
@@ -267,7 +277,7 @@ async def _start_workers(environments: list[str], bus: Bus, options: VerifyOptio
     return workers
 
 
-async def _served(nc: Client, environments: list[str], view: ProgressView) -> set[str]:
+async def _served(nc: Connection, environments: list[str], view: ProgressView) -> set[str]:
     """The environments some worker serves; a warning names each verify subject nobody does."""
     served = set()
     for environment in environments:
@@ -330,7 +340,7 @@ async def _verify_row(run: _Run, line: bytes, path: str, number: int) -> _Verifi
     return _Verified(stored, row, fields, reward)
 
 
-async def _request_verdict(nc: Client, stored: Stored, timeouts: Timeouts) -> bytes:
+async def _request_verdict(nc: Connection, stored: Stored, timeouts: Timeouts) -> bytes:
     """The verifier's reply; transient failures are tried again until the verify deadline."""
     deadline = time.time() + timeouts.verify
     headers = {SESSION: uuid.uuid4().hex, DEADLINE: f"{deadline:.3f}"}

@@ -2,49 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import time
 from pathlib import Path
 
-from nats.aio.client import Client
-
-from gymbus.bus import ENV_VARS, BusAuth, ServeOptions, die_with_parent, request, subjects
-from gymbus.schemas import DEFAULT_TIMEOUTS, BusUnavailable, NoResponders, RequestTimeout
+from gymbus.bus import ENV_VARS, BusAuth, ServeOptions, die_with_parent
+from gymbus.schemas import BusUnavailable
 
 from ._serve import worker_command
 
-__all__ = ["WorkerProcesses", "is_served", "wait_served"]
-
-
-async def is_served(nc: Client, service: str, timeout: float = DEFAULT_TIMEOUTS.ping) -> bool:
-    """Whether some live worker runs the service named `service` (`$SRV.PING.<name>`)."""
-    try:
-        await request(nc, subjects.service_ping(service), b"", timeout=timeout)
-    except (NoResponders, RequestTimeout):
-        return False
-    return True
-
-
-async def wait_served(
-    nc: Client, services: list[str], timeout: float, alive: WorkerProcesses | None = None
-) -> None:
-    """Return once every service in `services` answers a ping; `BusUnavailable` after `timeout`."""
-    deadline = time.monotonic() + timeout
-    waiting = list(services)
-    while waiting:
-        if not await is_served(nc, waiting[0]):
-            if alive is not None:
-                alive.check()
-            if time.monotonic() > deadline:
-                raise BusUnavailable(
-                    f"workers did not start within {timeout:.0f} s: {', '.join(waiting)} not served"
-                )
-            await asyncio.sleep(0.02)
-            continue
-        waiting.pop(0)
+__all__ = ["WorkerProcesses"]
 
 
 class WorkerProcesses:

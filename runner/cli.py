@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from nats.micro.service import ServiceStats
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.text import Text
 
-from gymbus.bus import ServeOptions, nats_url_from_env, open_bus, tune_gc
+from gymbus.bus import QueueDepth, ServeOptions, ServiceStats, nats_url_from_env, open_bus, tune_gc
 from gymbus.functions import ModelOptions, names
 from gymbus.functions.nemo_gym import is_nemo_gym
 from gymbus.functions.nemo_gym import prepare as prepare_nemo_gym
@@ -35,7 +34,7 @@ from ._prepare_sources import HF_PREFIX, parse_source
 from ._progress import ProgressView
 from ._secure import secure_init
 from ._serve import serve
-from ._status import QueueDepth, gather_status, render_status, status_json
+from ._status import gather_status, render_status, status_json
 from ._summary import agent_lines, exit_code, failure_lines, plural, result_line
 from ._verify import LISTED, VerifyOptions, VerifyPaths, VerifyReport, verify_rollouts
 

@@ -69,6 +69,9 @@ class Timeouts:
     """A whole rollout requested directly on `gym.agent.<agent>.run`."""
     rollout: float = 3600.0
     """Deadline of one rollout from the moment it is published; later work is dropped."""
+    result_grace: float = 15.0
+    """How long past a rollout's deadline its runner still waits for the agent's own report
+    (a failure row that says why) before writing the rollout off as `deadline_exceeded`."""
     discovery: float = 0.5
     """How long `$SRV` discovery gathers replies."""
     ping: float = 0.5

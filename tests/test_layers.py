@@ -21,6 +21,7 @@ FORBIDDEN = {
     "schemas": {"nats", "bus", "functions", "runner"},
     "functions": {"nats", "bus", "runner"},
     "bus": {"runner"},
+    "runner": {"nats"},
 }
 
 

@@ -23,7 +23,7 @@ from gymbus import bus
 from gymbus import schemas
 from bench._cluster import NatsServers
 from gymbus.runner._secure import SecureLayout, secure_init
-from gymbus.runner._workers import wait_served
+from gymbus.bus import wait_served
 from tests.conftest import WEATHER, WEATHER_AGENT
 
 pytestmark = pytest.mark.timeout(180)

@@ -31,7 +31,8 @@ from gymbus import bus
 from gymbus.bus import ServeOptions, agent_consumer, subjects
 from gymbus.functions import ModelOptions
 from gymbus.runner import BusRollouts, environment_reward, tasks_dataset
-from gymbus.runner._workers import WorkerProcesses, wait_served
+from gymbus.bus import wait_served
+from gymbus.runner._workers import WorkerProcesses
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, Rollout, item_text
 from tests.conftest import EXAMPLES, WEATHER, WEATHER_AGENT
 from tests.tiny_model import tiny_model_dir
@@ -99,7 +100,7 @@ class Fleet:
     async def _wait(self, services: list[str], group: WorkerProcesses) -> None:
         nc = await bus.connect(self.url, name="test")
         try:
-            await wait_served(nc, services, timeout=120, alive=group)
+            await wait_served(nc, services, timeout=120, check=group.check)
         finally:
             await nc.close()
 

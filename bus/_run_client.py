@@ -1,0 +1,234 @@
+"""The run protocol, client side: one object that a runner (`collect`, a trainer) holds
+for a run, and the only code that publishes tasks or reads results.
+
+    client = await RunClient.open(nc, "r1f0...", resume=False)
+    await client.watch_given_up(on_given_up)     # optional
+    await client.submit(agent, body, seq, attempt, deadline)
+    async for results in client.results():     # verified, a batch at a time
+        ...write them...
+        await client.ack(results)                  # only once they are safe
+    await client.close(forget=True)
+
+A run is a set of tasks whose results come back to one consumer:
+
+- **Submitting.** Each task goes to the durable work queue `gym.tasks.<agent>` with the
+  headers `task_headers` makes: its message id `<run>.<seq>.<attempt>` (a repeat publish
+  is deduplicated), where its result goes, its deadline, and a token signed with the
+  run's key (`_runkeys`). Publishes are pipelined, at most `Limits.publish_window`
+  unacknowledged; a body too big for one message goes by claim check.
+- **Results.** A durable consumer per run reads `gym.results.<run>`. A result whose token
+  is not the one the run's key gives its task is dropped unread (a forged result: whoever
+  made it never saw the task), and so is one whose claimed body is gone; the others are
+  handed over, a batch at a time, and acked only when the caller says they are safe, so
+  an acked result is never lost.
+- **Given up.** A task JetStream stopped delivering (its workers died on it `max_deliver`
+  times) is reported to the caller (`watch_given_up`), which need not wait for a result
+  that cannot come.
+- **Resuming.** A run opened with `resume=True` keeps its stored key and replays the
+  results the stream still holds; a fresh one gets a new key and purges what an earlier
+  run of the same id left. `close(forget=True)` deletes the run's consumer and results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from gymbus.schemas import (
+    ATTEMPT,
+    DEFAULT_LIMITS,
+    DEFAULT_TIMEOUTS,
+    SEQ,
+    TOKEN,
+    Limits,
+    PayloadTooLarge,
+    Timeouts,
+    header_int,
+)
+
+from . import _subjects as subjects
+from ._claims import check_out
+from ._dead_letters import ExhaustedTasks
+from ._publish import TaskPublisher, task_headers
+from ._pull import Puller
+from ._runkeys import run_key, task_token, token_matches
+from ._tasks import ensure_streams, pull_results, results_consumer
+
+__all__ = ["RunClient", "RunResult"]
+
+log = logging.getLogger("gymbus.runs")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One verified result of the run: the task's `seq` and `attempt`, and the row."""
+
+    seq: int
+    attempt: int
+    body: bytes
+    message: Msg
+
+
+class RunClient:
+    """One run's tasks and results; see the module docstring. Make it with `open`."""
+
+    def __init__(self, nc: Client, run_id: str, key: bytes, limits: Limits, timeouts: Timeouts) -> None:
+        self.nc = nc
+        self.run_id = run_id
+        self.key = key
+        """The run's secret, which signs its tasks; another run may share it (`open(key=...)`)."""
+        self.limits = limits
+        self.timeouts = timeouts
+        self.forged = 0
+        """Results dropped because their token did not match their task's."""
+        self.js = nc.jetstream(timeout=timeouts.connect)
+        self.publisher = TaskPublisher(nc, limits.publish_window, timeouts)
+        self.puller: Puller | None = None
+        self.pulled: Puller | None = None
+        """The puller, kept after `stop_results` for the `done()` of results still held."""
+        self.given_up: ExhaustedTasks | None = None
+        self.arrived: list[Msg] = []
+        self.wake = asyncio.Event()
+        self.stopping = False
+
+    @classmethod
+    async def open(
+        cls,
+        nc: Client,
+        run_id: str,
+        *,
+        resume: bool = False,
+        key: bytes | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
+    ) -> RunClient:
+        """Open `run_id` and start reading its results. `key` signs its tasks (by default
+        the run's own: a new one, or with `resume` the stored one)."""
+        js = nc.jetstream(timeout=timeouts.connect)
+        await ensure_streams(js)
+        if key is None:
+            key = await run_key(js, run_id, fresh=not resume)
+        client = cls(nc, run_id, key, limits, timeouts)
+        await client._start_results(replay=resume)
+        return client
+
+    async def watch_given_up(self, given_up: Callable[[int, int], None]) -> None:
+        """Call `given_up(seq, deliveries)` for each task of the run JetStream stopped
+        delivering (its workers died on it every time), which will have no result."""
+        self.given_up = ExhaustedTasks(self.nc, self.run_id, given_up)
+        await self.given_up.start()
+
+    # Submitting
+
+    async def submit(self, agent: str, body: bytes, seq: int, attempt: int, deadline: float) -> None:
+        """Publish task `seq` (its `attempt`-th try) of the run to `agent`'s work queue;
+        its work is dropped past `deadline` (epoch seconds)."""
+        token = task_token(self.key, self.run_id, seq, attempt)
+        headers = task_headers(self.run_id, seq, attempt, deadline, token)
+        await self.publisher.publish(subjects.tasks(agent), body, headers)
+
+    async def check_submitted(self) -> None:
+        """Check the publish acknowledgements that are in or overdue (republishing a task
+        the server never stored), even while submitting waits."""
+        await self.publisher.settle_due()
+
+    async def wait_submitted(self) -> None:
+        """Until every submitted task is stored by the server."""
+        await self.publisher.wait_all()
+
+    # Results
+
+    async def _start_results(self, *, replay: bool) -> None:
+        try:
+            await self.js.delete_consumer(subjects.RESULTS_STREAM, results_consumer(self.run_id))
+        except nats.js.errors.NotFoundError:
+            pass
+        if not replay:
+            await self.js.purge_stream(subjects.RESULTS_STREAM, subject=subjects.results(self.run_id))
+        self.puller = self.pulled = await pull_results(
+            self.nc, self.run_id, self._arrive, self.limits, self.timeouts
+        )
+
+    def _arrive(self, msg: Msg) -> None:
+        self.arrived.append(msg)
+        self.wake.set()
+
+    async def results(self) -> AsyncIterator[list[RunResult]]:
+        """The run's verified results as they arrive, a batch at a time, until
+        `stop_results`; acknowledge each batch with `ack` once its rows are safe."""
+        while not (self.stopping and not self.arrived):
+            await self.wake.wait()
+            self.wake.clear()
+            batch, self.arrived = self.arrived, []
+            verified = await self._verified(batch)
+            if verified:
+                yield verified
+
+    async def _verified(self, batch: list[Msg]) -> list[RunResult]:
+        verified, dropped = [], []
+        for msg in batch:
+            result = await self._verify(msg)
+            if result is None:
+                dropped.append(msg)
+            else:
+                verified.append(result)
+        await self._ack(dropped)
+        return verified
+
+    async def _verify(self, msg: Msg) -> RunResult | None:
+        headers = msg.headers or {}
+        seq, attempt = header_int(headers, SEQ, -1), header_int(headers, ATTEMPT, 0)
+        if not token_matches(self.key, self.run_id, seq, attempt, headers.get(TOKEN, "")):
+            self.forged += 1
+            if self.forged <= 10 or self.forged % 1000 == 0:
+                log.warning("dropped a result for task %d that no task of run %s asked for "
+                            "(its token does not match; %d so far)", seq, self.run_id, self.forged)  # fmt: skip
+            return None
+        try:
+            body = await check_out(self.nc, msg.data, msg.headers, delete=False)
+        except PayloadTooLarge as exc:
+            log.error("dropped a result whose claimed body is gone: %s", exc)
+            return None
+        return RunResult(seq, attempt, body, msg)
+
+    async def ack(self, results: list[RunResult]) -> None:
+        """Acknowledge `results`: the caller has them safe, they are not delivered again."""
+        await self._ack([result.message for result in results])
+
+    async def _ack(self, messages: list[Msg]) -> None:
+        for msg in messages:
+            try:
+                await msg.ack()
+            except nats.errors.Error:
+                pass  # delivered again after result_ack_wait, and dropped as a duplicate
+        if self.pulled is not None:
+            for _ in messages:
+                self.pulled.done()
+
+    async def stop_results(self) -> None:
+        """Stop reading results; `results()` ends once those already read are handed over."""
+        puller, self.puller = self.puller, None
+        if puller is not None:
+            await puller.stop()
+        if self.given_up is not None:
+            await self.given_up.stop()
+            self.given_up = None
+        self.stopping = True  # after the puller: what it delivered until then is handed over
+        self.wake.set()
+
+    async def close(self, *, forget: bool) -> None:
+        """Stop reading results; `forget` also deletes the run's consumer and results."""
+        await self.stop_results()
+        if forget:
+            try:
+                await self.js.delete_consumer(subjects.RESULTS_STREAM, results_consumer(self.run_id))
+                await self.js.purge_stream(subjects.RESULTS_STREAM, subject=subjects.results(self.run_id))
+            except nats.errors.Error as exc:
+                log.debug("could not clean up run %s: %s", self.run_id, type(exc).__name__)
