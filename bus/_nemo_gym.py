@@ -42,7 +42,7 @@ from gymbus.schemas import (
 
 from . import _subjects as subjects
 from ._request import request
-from ._rollout import BusModels
+from ._rollout import BusModels, served_and_transient
 from ._services import Endpoint, Handler, ServiceHost, ServiceSpec
 from ._sessions import KvSessions
 
@@ -165,7 +165,7 @@ async def _open_all(
 ) -> list[HostedEnvironment]:
     """Open every server side by side (each spends seconds importing NeMo Gym); the first
     that fails stops the others, and its error is raised."""
-    models = BusModels(nc, {}, timeouts)
+    models = BusModels(nc, {}, timeouts, should_retry=served_and_transient)
     try:
         async with asyncio.TaskGroup() as group:
             tasks = [
