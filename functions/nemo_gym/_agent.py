@@ -88,13 +88,21 @@ class HostedAgent:
         try:
             reply = await self.client.post("/run", body, token, self.timeouts.rollout, None)
         except ServerGone as exc:
-            code = self.process.process.poll() if self.process.process is not None else None
+            code = await self._exit_code(self.timeouts.nemo_gym_exit)
             if code is not None:
                 raise AgentUnavailable(
                     f"NeMo Gym agent {self.name} exited with code {code}; its log is {self.process.log}"
                 ) from None
             raise UpstreamFailed(f"NeMo Gym agent {self.name} did not answer /run: {exc}") from None
         return reply.body
+
+    async def _exit_code(self, within: float) -> int | None:
+        """The agent process's exit code, if it exits within `within` seconds (a dropped
+        connection is often the first sign of its death)."""
+        try:
+            return await asyncio.wait_for(self.process.wait(), within)
+        except TimeoutError:
+            return None
 
     async def exited(self) -> str:
         """Wait until the agent process exits; why, with its log's tail."""

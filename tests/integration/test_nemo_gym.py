@@ -1,8 +1,9 @@
 """NeMo Gym's own resources servers, hosted unchanged on the bus (`serve nemo-gym:<server>`).
 
-Real NeMo Gym 0.4.0 servers in their own virtual environments (`sh scripts/install-nemo-gym.sh`
-builds them; without Python 3.12 they are skipped, except in CI, where that is a failure),
-a real nats-server, real worker processes.
+Real NeMo Gym servers (the default release, 0.7.0) in their own virtual environments
+(`sh scripts/install-nemo-gym.sh` builds them; without Python 3.13 they are skipped, except
+in CI, where that is a failure), a real nats-server, real worker processes. Their agents:
+tests/integration/test_nemo_gym_agents.py.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ LIST = Path(__file__).with_name("nemo_gym_servers.txt")
 ROLES = [line.split() for line in LIST.read_text().splitlines() if line.strip() and not line.startswith("#")]
 SERVERS = {server: agent for server, agent, _ in ROLES}
 REVERIFIED = {server: agent for server, agent, role in ROLES if role == "reverify"}
+REGRADED = {server: agent for server, agent, role in ROLES if role == "regraded"}
 STATEFUL = next(server for server, _, role in ROLES if role == "stateful")
 """Keeps its state in the server process: re-verified in a fresh session it gives 0."""
 JUDGED = next(server for server, _, role in ROLES if role == "judge")
@@ -114,7 +116,7 @@ def launched_servers(worker: subprocess.Popen[bytes]) -> list[psutil.Process]:
 async def test_nemo_gyms_example_rollouts_reverify_with_their_stored_rewards(
     servers: dict[str, Path], cluster: Cluster, tmp_path: Path
 ) -> None:
-    hosted = [*REVERIFIED, STATEFUL]
+    hosted = [*REVERIFIED, *REGRADED, STATEFUL]
     worker = start_worker(cluster, *(f"nemo-gym:{server}" for server in hosted), log="worker.log")
     assert len(launched_servers(worker)) == len(hosted)
     agreed = {}
@@ -140,6 +142,18 @@ async def test_nemo_gyms_example_rollouts_reverify_with_their_stored_rewards(
         assert rescored == pytest.approx(stored), server
         agreed[server] = report.agreed
     assert len(agreed) >= 10 and all(count == 5 for count in agreed.values()), agreed
+
+    # A verifier that reads more answers now than when NeMo Gym stored its rollouts: every
+    # stored 1 is still 1; a stored 0 may have become 1 (mcqa: `\boxed{C: <option>}`).
+    for server, agent in REGRADED.items():
+        data = servers[server] / "data"
+        options = VerifyOptions(
+            input=data / "example_rollouts.jsonl", inputs=data / "example.jsonl", agent=agent,
+            output=tmp_path / f"{server}.jsonl", nats_url=cluster.url,
+        )  # fmt: skip
+        report = await verify_rollouts(options, quiet())
+        assert report.failures == [] and report.rows == 5 and report.agreed >= 3, server
+        assert all((d.stored, d.new) == (0.0, 1.0) for d in report.disagreements), report.disagreements
 
     # A stateful server's rollout verified in a fresh session: NeMo Gym's own answer, 0.0
     # (its counter is not in the new session), never its state silently borrowed.
