@@ -19,7 +19,15 @@ from typing import Any
 
 from gymbus.schemas import BadRequest
 
-__all__ = ["AgentConfig", "ServerConfig", "agent_config", "global_config", "read_config", "settings_of"]
+__all__ = [
+    "AgentConfig",
+    "ServerConfig",
+    "agent_config",
+    "global_config",
+    "model_names",
+    "read_config",
+    "settings_of",
+]
 
 POLICY = "policy_model"
 """NeMo Gym's name for the policy model; served on the bus as `policy`."""
@@ -148,6 +156,11 @@ def _agents(document: dict[str, Any], instance: str) -> tuple[AgentConfig, ...]:
                 steps = block.get("max_steps")
                 agents.append(AgentConfig(name, kind, steps if isinstance(steps, int) else None, dict(block)))
     return tuple(agents)
+
+
+def model_names(block: dict[str, Any]) -> tuple[str, ...]:
+    """The model servers a settings block calls, by their NeMo Gym names."""
+    return tuple(sorted(_model_refs(block)))
 
 
 def _model_refs(value: Any) -> set[str]:

@@ -29,7 +29,7 @@ from .._spec import Agent, Models
 from ..agents import AGENT_KINDS
 from ..environments._settings import settings_variable
 from ._agent import HostedAgent, open_agent
-from ._config import AgentConfig, ServerConfig, global_config, read_config, settings_of
+from ._config import AgentConfig, ServerConfig, global_config, model_names, read_config, settings_of
 from ._http import ServerClient
 from ._process import ServerInfo, ServerProcess
 from ._proxy import Proxy
@@ -147,8 +147,8 @@ async def open_server(
     client: ServerClient | None = None
     async with AsyncExitStack() as stack:
         try:
-            ports = await shims.start(server.models)
             settings = settings_of(server, settings_variable(server.name))
+            ports = await shims.start(model_names(settings))  # the settings may name another judge
             process = ServerProcess(
                 server.name, env, server.app, server.instance, global_config(server, settings, ports)
             )

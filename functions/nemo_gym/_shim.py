@@ -44,6 +44,7 @@ _REQUIRED = {"parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
 _RATE_LIMITED = {429, 502, 503, 504, 520}
 """Statuses NeMo Gym's OpenAI client retries without counting the tries."""
 _NOT_SERVED = 424
+_REASON_CHARS = 300
 
 
 def bus_model_name(nemo_gym_name: str) -> str:
@@ -143,13 +144,16 @@ def _complete(answer: Response) -> dict[str, Any]:
 
 
 def _error(status: int, kind: str, message: str) -> web.Response:
-    return _json(status, {"error": {"type": kind, "message": message}})
+    """An error reply whose reason phrase is the message too: NeMo Gym's servers report a
+    failed judge call by aiohttp's `raise_for_status`, which shows the reason, not the body."""
+    reason = " ".join(message.split())[:_REASON_CHARS].encode("ascii", "replace").decode()
+    return _json(status, {"error": {"type": kind, "message": message}}, reason)
 
 
-def _json(status: int, value: Any) -> web.Response:
+def _json(status: int, value: Any, reason: str | None = None) -> web.Response:
     from aiohttp import web
 
-    return web.Response(status=status, body=_encode(value), content_type="application/json")
+    return web.Response(status=status, reason=reason, body=_encode(value), content_type="application/json")
 
 
 def _port(runner: web.AppRunner) -> int:

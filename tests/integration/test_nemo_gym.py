@@ -55,6 +55,7 @@ REGRADED = {server: agent for server, agent, role in ROLES if role == "regraded"
 STATEFUL = next(server for server, _, role in ROLES if role == "stateful")
 """Keeps its state in the server process: re-verified in a fresh session it gives 0."""
 JUDGED = next(server for server, _, role in ROLES if role == "judge")
+CHAT_JUDGED = next(server for server, _, role in ROLES if role == "chat-judge")
 
 
 @pytest.fixture(scope="module")
@@ -266,16 +267,16 @@ def _lines(path: Path) -> int:
 
 
 class RecordingJudge:
-    """A judge served as `policy` that records what it is asked and finds the answers equal."""
+    """A judge that records what it is asked and gives one verdict (by default: the
+    answers are equal)."""
 
-    def __init__(self) -> None:
+    def __init__(self, verdict: str = "Both answers are the same value. [[A=B]]") -> None:
+        self.verdict = verdict
         self.prompts: list[str] = []
 
     async def __call__(self, params: ResponsesCreateParams) -> Response:
         self.prompts.append("\n".join(item_text(item) for item in input_items(params)))
-        text = ContentPart(
-            type="output_text", text="Both answers are the same value. [[A=B]]", annotations=[]
-        )
+        text = ContentPart(type="output_text", text=self.verdict, annotations=[])
         verdict = Item(type="message", id="msg_judge", status="completed", role="assistant", content=[text])
         return Response(id="resp_judge", created_at=time.time(), model="judge", output=[verdict])
 
@@ -310,6 +311,62 @@ async def test_a_servers_judge_calls_reach_the_model_served_on_the_bus(
     assert row["library_reward"] == 0.0 and row["reward"] == 1.0  # the judge's verdict decided
     assert len(judge.prompts) == len(row["judge_evaluations"]) == 2
     assert all("333" in prompt and "83/499" in prompt for prompt in judge.prompts)
+
+
+async def test_a_verify_whose_judge_nobody_serves_fails_at_once_naming_it(
+    servers: dict[str, Path], cluster: Cluster, tmp_path: Path
+) -> None:
+    settings = {"should_use_judge": True, "judge_model_server": {"type": "responses_api_models", "name": "judge_model"}}
+    start_worker(cluster, f"nemo-gym:{JUDGED}", log="judged.log", GYMBUS_MATH_WITH_JUDGE=json.dumps(settings))
+    data = servers[JUDGED] / "data"
+    # The first stored rollout is wrong for math-verify, so the server asks its judge.
+    (tmp_path / "first.jsonl").write_text(data.joinpath("example_rollouts.jsonl").read_text().splitlines()[0] + "\n")
+
+    def options(name: str) -> VerifyOptions:
+        return VerifyOptions(input=tmp_path / "first.jsonl", inputs=data / "example.jsonl", agent=SERVERS[JUDGED],
+                             output=tmp_path / f"{name}.jsonl", nats_url=cluster.url)  # fmt: skip
+
+    began = time.monotonic()
+    report = await verify_rollouts(options("unserved"), quiet())
+    # At once: not after the bus's minute of retries for a model that may yet come up.
+    assert time.monotonic() - began < 20
+    assert (report.rows, report.failed) == (1, 1)
+    failure = json.loads(tmp_path.joinpath("unserved_failures.jsonl").read_text())
+    assert failure["_ng_failure_class"] == "judge_failed"
+    assert "no model serves `judge_model`" in failure["_ng_failure_message"]
+
+    # Served under that name too (one flag), the policy judges.
+    start_worker(cluster, "offline", "--served-model", "policy,judge_model", log="judge.log")
+    report = await verify_rollouts(options("served"), quiet())
+    assert (report.rows, report.failed) == (1, 0)
+    assert json.loads(tmp_path.joinpath("served.jsonl").read_text())["judge_evaluations"]  # it was asked
+
+
+async def test_a_server_that_judges_with_chat_completions_at_the_policy_url_gets_its_verdicts(
+    servers: dict[str, Path], cluster: Cluster, tmp_path: Path
+) -> None:
+    # verifif's config reaches its judge as `${policy_base_url}`, with Chat Completions.
+    judge = RecordingJudge("The response follows the instruction. [[YES]]")
+    nc = await bus.connect(cluster.url, name="judge")
+    host = bus.ServiceHost(nc)
+    await host.add(bus.model_service("judge", "policy", judge))
+    try:
+        start_worker(cluster, f"nemo-gym:{CHAT_JUDGED}", log="chat.log")
+        data = servers[CHAT_JUDGED] / "data"
+        (tmp_path / "first.jsonl").write_text(data.joinpath("example_rollouts.jsonl").read_text().splitlines()[0] + "\n")
+        options = VerifyOptions(
+            input=tmp_path / "first.jsonl", inputs=data / "example.jsonl", agent=SERVERS[CHAT_JUDGED],
+            output=tmp_path / "judged.jsonl", nats_url=cluster.url,
+        )  # fmt: skip
+        report = await verify_rollouts(options, quiet())
+    finally:
+        await host.stop()
+        await nc.close()
+    assert (report.rows, report.failed) == (1, 0)
+    row = json.loads(options.output.read_text())
+    judged = [result for result in row["validation_results"] if "llm_judge" in json.dumps(result)]
+    assert judge.prompts and len(judge.prompts) == len(judged)
+    assert not any("Judge unavailable" in json.dumps(result) for result in row["validation_results"])
 
 
 # --- a user's own server directory, and calls that must fail loudly ---
