@@ -28,7 +28,7 @@ from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BadRequest, GymErro
 from .._spec import Agent, Models
 from ..agents import AGENT_KINDS
 from ..environments._settings import settings_variable
-from ._agent import HostedAgent, open_agent
+from ._agent import HostedAgent, agent_directory, open_agent
 from ._config import AgentConfig, ServerConfig, global_config, model_names, read_config, settings_of
 from ._http import ServerClient
 from ._process import ServerInfo, ServerProcess
@@ -117,11 +117,17 @@ def locate(target: str) -> tuple[Path, str | None]:
 
 
 def prepare(target: str) -> Path:
-    """Build (or reuse) the virtual environment of the server `target` names; its path.
-    What `gym-runner nemo-gym install` does ahead of a run."""
+    """Build (or reuse) the virtual environment of the server `target` names, and those of
+    the agents its config declares that run as NeMo Gym's; the server's path. What
+    `gym-runner nemo-gym install` does ahead of a run."""
     directory, config = locate(target)
     server = read_config(directory, config)
-    return virtual_env(requirements_of(directory), server.name, directory).path
+    env = virtual_env(requirements_of(directory), server.name, directory)
+    for agent in server.agents:
+        found = agent_directory(server, agent.kind, env.site_packages())
+        if agent.kind not in OWN_AGENTS and found.is_dir():
+            virtual_env(requirements_of(found), agent.name, found)
+    return env.path
 
 
 def environment_name(target: str) -> str:

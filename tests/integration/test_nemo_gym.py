@@ -48,7 +48,10 @@ from gymbus.schemas import (
 pytestmark = pytest.mark.timeout(900)
 
 LIST = Path(__file__).with_name("nemo_gym_servers.txt")
-ROLES = [line.split() for line in LIST.read_text().splitlines() if line.strip() and not line.startswith("#")]
+LINES = [line.split() for line in LIST.read_text().splitlines() if line.strip() and not line.startswith("#")]
+ROLES = [(server, agent, role) for server, agent, role, *_ in LINES]
+ALSO_ON = {server: [extra.removeprefix("also:") for extra in more] for server, _, _, *more in LINES}
+"""Other releases each server is tested on too."""
 SERVERS = {server: agent for server, agent, _ in ROLES}
 REVERIFIED = {server: agent for server, agent, role in ROLES if role == "reverify"}
 REGRADED = {server: agent for server, agent, role in ROLES if role == "regraded"}
@@ -310,7 +313,8 @@ async def test_a_servers_judge_calls_reach_the_model_served_on_the_bus(
     row = json.loads(options.output.read_text())
     assert row["library_reward"] == 0.0 and row["reward"] == 1.0  # the judge's verdict decided
     assert len(judge.prompts) == len(row["judge_evaluations"]) == 2
-    assert all("333" in prompt and "83/499" in prompt for prompt in judge.prompts)
+    # Both answers in each prompt (0.4.0 shows the extracted `83/499`, 0.7.0 the boxed `\frac{83}{499}`).
+    assert all(all(number in prompt for number in ("333", "1997", "83", "499")) for prompt in judge.prompts)
 
 
 async def test_a_verify_whose_judge_nobody_serves_fails_at_once_naming_it(

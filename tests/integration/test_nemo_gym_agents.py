@@ -24,12 +24,12 @@ import pytest
 from bench._cluster import Cluster
 from gymbus import bus
 from gymbus.functions.models.offline import offline_policy
-from gymbus.functions.nemo_gym import locate, prepare
+from gymbus.functions.nemo_gym import VERSION_VARIABLE, locate, prepare
 from gymbus.runner import VerifyOptions, verify_rollouts
 from gymbus.runner._collect import CollectOptions, collect
 from gymbus.runner._trainer_tokens import stitch
 from gymbus.schemas import GymError, Item, Response, ResponsesCreateParams
-from tests.integration.test_nemo_gym import ROLES, launched_servers, quiet, start_worker
+from tests.integration.test_nemo_gym import ALSO_ON, ROLES, SERVERS, launched_servers, quiet, start_worker
 from tests.vllm_server import MODEL_NAME, VllmServer
 
 pytestmark = pytest.mark.timeout(900)
@@ -145,6 +145,43 @@ async def test_a_gymnasium_rollout_is_verified_by_replaying_its_episode(
     assert (report.rows, report.failed, len(report.disagreements)) == (1, 0, 1)
     replayed = json.loads(options.output.read_text())
     assert (replayed["reward"], replayed["terminated"], first["reward"]) == (0.0, True, 1.0)
+
+
+# --- the previous release, chosen by a setting ---
+
+OLD_RELEASE = "0.4.0"
+ON_OLD_RELEASE = {server: SERVERS[server] for server, releases in ALSO_ON.items() if OLD_RELEASE in releases}
+"""What the tests run on 0.4.0 too: its agents, and a server of GymBus's own simple agent."""
+
+
+async def test_the_previous_release_still_runs_its_servers_and_agents(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(VERSION_VARIABLE, OLD_RELEASE)
+    try:
+        for server in ON_OLD_RELEASE:
+            prepare(server)
+        directories = {server: locate(server)[0] for server in ON_OLD_RELEASE}
+    except GymError as exc:
+        message = f"NeMo Gym {OLD_RELEASE} servers unavailable (`sh scripts/install-nemo-gym.sh`): {exc}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (in CI this is a failure, not a skip)")
+        pytest.skip(message)
+    site_packages = {path.parent.parent for path in directories.values()}
+    assert all((path / f"nemo_gym-{OLD_RELEASE}.dist-info").is_dir() for path in site_packages)
+    start_worker(cluster, *(f"nemo-gym:{server}" for server in ON_OLD_RELEASE), "offline", log="old.log",
+                 **{VERSION_VARIABLE: OLD_RELEASE})  # fmt: skip
+    for server, agent in ON_OLD_RELEASE.items():
+        data = directories[server] / "data"
+        output = tmp_path / f"{server}.jsonl"
+        options = CollectOptions(input=data / "example.jsonl", output=output, agent=agent, nats_url=cluster.url)
+        result = await collect(options, quiet(), asyncio.Event())
+        assert (result.planned, result.written, result.failed) == (5, 5, 0), server
+        stored = await verified(
+            data / "example_rollouts.jsonl", data / "example.jsonl", agent, tmp_path / f"{server}_stored.jsonl",
+            cluster.url,
+        )  # fmt: skip
+        assert stored == (5, 5, 0), server
 
 
 # --- a real vLLM server behind a hosted agent ---
