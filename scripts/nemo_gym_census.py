@@ -129,10 +129,25 @@ def _log_text(message: str) -> str:
     return message
 
 
-def _first_lines(path: Path, count: int, target: Path) -> Path:
+def _first_lines(path: Path, count: int, target: Path, agent: str | None = None) -> Path:
+    """The first `count` rows of `path`, in `target`; with `agent`, each row names it (stored
+    rollouts may name an agent of another of the server's configs)."""
     lines = [line for line in path.read_text().splitlines() if line.strip()][:count]
+    if agent is not None:
+        lines = [_with_agent(line, agent) for line in lines]
     target.write_text("".join(line + "\n" for line in lines))
     return target
+
+
+def _with_agent(line: str, agent: str) -> str:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return line  # verify reports it
+    if not isinstance(row, dict):
+        return line
+    row["agent_ref"] = {"type": "responses_api_agents", "name": agent}
+    return json.dumps(row)
 
 
 def _agent_of(rows: Path) -> str | None:
@@ -257,9 +272,9 @@ async def _run(
     if not stored.exists():
         result.outcome, result.why = "fails", "no data/example_rollouts.jsonl to verify"
         return
-    agent = _agent_of(stored) or named or (own[0] if own else f"{directory.name}_simple_agent")
+    agent = named if named in own else (own[0] if own else f"{directory.name}_simple_agent")
     before = policy.calls
-    await _reverify(result, stored, example, agent, url, work, rows)
+    await _reverify(result, stored, example, agent, url, work, rows, Path(result.log))
     result.judge_calls = policy.calls - before
     if result.judge_calls and result.outcome == "works" and result.agreed < result.rows:
         # The offline policy answered its judge: a real judge model decides these rewards.
@@ -296,26 +311,33 @@ def _failure_text(failures: str) -> str:
 
 
 async def _reverify(
-    result: Result, stored: Path, example: Path, agent: str, url: str, work: Path, rows: int
+    result: Result, stored: Path, example: Path, agent: str, url: str, work: Path, rows: int, worker_log: Path
 ) -> None:
     result.mode = "reverify"
-    source = _first_lines(stored, rows, work / f"{result.server.replace('/', '_')}.stored.jsonl")
+    source = _first_lines(stored, rows, work / f"{result.server.replace('/', '_')}.stored.jsonl", agent)
     output = work / f"{result.server.replace('/', '_')}.reverified.jsonl"
     options = VerifyOptions(input=source, output=output, agent=agent, nats_url=url, timeouts=TIMEOUTS,
                             inputs=example if example.exists() else None)  # fmt: skip
     report = await verify_rollouts(options, _quiet())
+    joined = ""
+    if report.join is not None and report.rows and report.join.unmatched == report.rows:
+        # NeMo Gym's stored rollouts of other rows than its example.jsonl: verified as stored.
+        report = await verify_rollouts(replace(options, inputs=None), _quiet())
+        joined = " (as stored: they are of other rows than example.jsonl)"
     result.rows, result.agreed, result.failed = report.rows, report.agreed, report.failed
     messages = " ".join(str(failure) for failure in report.failures)
-    unserved = sorted(set(_NOT_SERVED.findall(messages)))
+    # Named in a failure, or in the worker's log (a server may turn a failed judge call into a reward).
+    said = worker_log.read_text(errors="replace") if worker_log.exists() else ""
+    unserved = sorted(set(_NOT_SERVED.findall(messages + " ".join(said.split()))))
     if unserved:
         result.outcome, result.why = "needs a judge model", f"no model serves {', '.join(unserved)}"
     elif report.rows and report.failed == 0:
         # Every stored rollout verified; a reward NeMo Gym's release grades differently from
         # when it stored the file is the release's, so it is said, not counted a failure.
-        result.outcome, result.why = "works", f"{report.agreed}/{report.rows} stored rewards reproduced"
+        result.outcome, result.why = "works", f"{report.agreed}/{report.rows} stored rewards reproduced{joined}"
     else:
         result.outcome, why = classify(messages)
-        result.why = f"verify ({report.failed}/{report.rows} failed): {why}"
+        result.why = f"verify ({report.failed}/{report.rows} failed{joined}): {why}"
 
 
 def table(results: list[dict[str, object]]) -> str:

@@ -20,6 +20,7 @@ Token ids and logprobs on a response's items pass through unchanged.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -35,6 +36,8 @@ if TYPE_CHECKING:  # the web server loads only in a worker that hosts a NeMo Gym
     from aiohttp import web
 
 __all__ = ["ModelShims", "bus_model_name"]
+
+log = logging.getLogger("gymbus.nemo_gym")
 
 _params = msgspec.json.Decoder(ResponsesCreateParams)
 _encode = msgspec.json.Encoder().encode
@@ -78,6 +81,7 @@ class ModelShims:
         self.rollouts = rollouts or Rollouts()
         self.runners: list[web.AppRunner] = []
         self.ports: dict[str, int] = {}
+        self.unserved: set[str] = set()
 
     async def start(self, names: tuple[str, ...]) -> dict[str, int]:
         """Start a shim for each name and for the policy; where each listens."""
@@ -118,6 +122,9 @@ class ModelShims:
             try:
                 answer = await self.generate(name, params)
             except GymError as exc:
+                if isinstance(exc, NoResponders) and name not in self.unserved:
+                    self.unserved.add(name)  # said once: a server may swallow the error into a reward
+                    log.warning("%s", _message(exc, name))
                 return _error(_status(exc), exc.type, _message(exc, name))
             return _json(200, chat_completion(answer) if chat else _complete(answer))
 
