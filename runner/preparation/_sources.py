@@ -25,7 +25,7 @@ import msgspec
 from gymbus.bus import subjects
 from gymbus.schemas import InputError
 
-from ._input import check_agent, check_row
+from .._input import check_agent, check_row
 
 __all__ = ["HF_PREFIX", "Scanned", "Source", "download_hf", "parse_source", "read_line", "scan"]
 

@@ -52,14 +52,14 @@ from gymbus.schemas import (
     Timeouts,
 )
 
+from .._metrics import Metrics
+from .._output import MaterializedInputs, OutputPaths, Progressed, read_progress, write_whole
+from .._progress import ProgressView
+from .._workers import WorkerProcesses
 from ._ledger import InFlight, Ledger
 from ._lock import OutputLock
-from ._metrics import Metrics
-from ._output import MaterializedInputs, OutputPaths, Progressed, read_progress, write_whole
 from ._plan import BadRow, Plan, PlannedRollout
-from ._progress import ProgressView
 from ._sink import FailureTally, ResultSink
-from ._workers import WorkerProcesses
 
 __all__ = ["CollectOptions", "CollectResult", "collect", "run_id_for"]
 

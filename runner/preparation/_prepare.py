@@ -35,13 +35,11 @@ import msgspec
 
 from gymbus.schemas import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, AgentRef, InputError, row_fields
 
-from ._prepare_metrics import DatasetMetrics
-from ._prepare_sources import Scanned, Source, download_hf, read_line, scan
+from .._console import LISTED
+from ._metrics import DatasetMetrics
+from ._sources import Scanned, Source, download_hf, read_line, scan
 
-__all__ = ["LISTED_BAD", "PrepareOptions", "PrepareReport", "prepare"]
-
-LISTED_BAD = 20
-"""Bad rows a report lists (all of them are in `bad_rows.txt`)."""
+__all__ = ["PrepareOptions", "PrepareReport", "prepare"]
 
 _encode = msgspec.json.Encoder().encode
 _null = msgspec.Raw(b"null")
@@ -69,7 +67,7 @@ class SourceTally:
 
 @dataclass
 class PrepareReport:
-    """What `prepare` read and wrote. `bad_listed` holds the first `LISTED_BAD` bad rows."""
+    """What `prepare` read and wrote. `bad_listed` holds the first `LISTED` bad rows."""
 
     output_dir: Path
     sources: list[SourceTally] = field(default_factory=list)
@@ -133,7 +131,7 @@ def _readable(source: Source, report: PrepareReport) -> Source:
 
 def _note_bad(report: PrepareReport, out: IO[str], error: InputError) -> None:
     report.bad += 1
-    if len(report.bad_listed) < LISTED_BAD:
+    if len(report.bad_listed) < LISTED:
         report.bad_listed.append(str(error))
     out.write(f"{error}\n")
 

@@ -34,7 +34,7 @@ from gymbus.schemas import (
     item_text,
 )
 
-from ._input import check_row
+from .._input import check_row
 
 __all__ = ["DuplicatePrompt", "TaskIndex", "prompt_key", "prompt_messages", "tasks_dataset"]
 

@@ -17,7 +17,7 @@ import re
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
-from ._metrics import AgentMetrics
+from .._metrics import AgentMetrics
 
 if TYPE_CHECKING:
     from ._collect import CollectResult

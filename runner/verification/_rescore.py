@@ -41,7 +41,7 @@ from gymbus.schemas import (
     row_fields,
 )
 
-from ._input import _located, check_row
+from .._input import _located, check_row
 
 __all__ = [
     "INPUT_LINE",

@@ -20,7 +20,7 @@ from typing import Any
 
 from gymbus.schemas import VIEW_LIMITS, ViewLimits
 
-from ._view_rows import NotARow, summarize
+from ._rows import NotARow, summarize
 
 __all__ = ["FileChanged", "Query", "RolloutIndex", "SkippedLine"]
 

@@ -22,7 +22,7 @@ import msgspec
 
 from gymbus.schemas import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, AgentRef, InputError, row_fields
 
-from ._input import check_agent, check_row, read_lines
+from .._input import check_agent, check_row, read_lines
 
 __all__ = ["BadRow", "Plan", "PlannedRollout"]
 

@@ -27,10 +27,10 @@ from gymbus.schemas import (
     row_fields,
 )
 
+from .._metrics import Metrics, agent_of
+from .._output import JsonlWriter, OutputPaths, Progressed
+from .._progress import ProgressView
 from ._ledger import Ledger
-from ._metrics import Metrics, agent_of
-from ._output import JsonlWriter, OutputPaths, Progressed
-from ._progress import ProgressView
 
 __all__ = ["FailureTally", "ResultSink"]
 

@@ -13,10 +13,10 @@ from gymbus.bus import ServeOptions, connect, open_bus, wait_served
 from gymbus.functions import ENVIRONMENTS, ModelOptions
 from gymbus.schemas import DEFAULT_TIMEOUTS, Timeouts
 
+from .._input import check_row, read_lines
+from .._workers import WorkerProcesses
 from ._check import CheckItem, check_environment
-from ._check_contract import EnvironmentContract
-from ._input import check_row, read_lines
-from ._workers import WorkerProcesses
+from ._contract import EnvironmentContract
 
 __all__ = ["run_check", "sample_row"]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from ._output import WriteFailed
+from .._output import WriteFailed
 
 __all__ = ["OutputInUse", "OutputLock"]
 

@@ -30,7 +30,7 @@ from aiohttp import web
 
 from gymbus.schemas import VIEW_LIMITS, ViewLimits
 
-from ._view_index import FileChanged, Query, RolloutIndex
+from ._index import FileChanged, Query, RolloutIndex
 
 __all__ = ["PAGE_FILES", "page_asset", "serve_view"]
 
@@ -46,7 +46,7 @@ _encode = msgspec.json.Encoder().encode
 
 def page_asset(name: str) -> str:
     """One file of the page (package data beside this module)."""
-    return resources.files("gymbus.runner").joinpath("_view_page", name).read_text(encoding="utf-8")
+    return resources.files("gymbus.runner.viewer").joinpath("page", name).read_text(encoding="utf-8")
 
 
 @dataclass

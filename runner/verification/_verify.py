@@ -70,18 +70,17 @@ from gymbus.schemas import (
     Timeouts,
 )
 
-from ._input import read_lines
+from .._console import LISTED
+from .._input import read_lines
+from .._metrics import Metrics
+from .._output import JsonlWriter
+from .._progress import ProgressView
+from .._workers import WorkerProcesses
 from ._join import InputIndex, JoinTally
-from ._metrics import Metrics
-from ._output import JsonlWriter
-from ._progress import ProgressView
 from ._rescore import Disagreement, Stored, agrees, read_stored, rescored_row, unverified_row, verify_error
-from ._workers import WorkerProcesses
 
 __all__ = ["VerifyOptions", "VerifyPaths", "VerifyReport", "verify_rollouts"]
 
-LISTED = 20
-"""Disagreements and failures the report lists; the sidecar files hold them all."""
 _FLUSH_LINES = 2048
 
 

@@ -41,7 +41,7 @@ from gymbus.schemas import (
     Timeouts,
 )
 
-from ._check_contract import EnvironmentContract, sample_response
+from ._contract import EnvironmentContract, sample_response
 
 __all__ = ["CheckItem", "check_environment"]
 

@@ -70,10 +70,10 @@ from gymbus.schemas import (
     merge_row,
 )
 
-from ._trainer_bus import BatchTask, TaskBatches
-from ._trainer_data import TaskIndex
-from ._trainer_sampling import Sampling
-from ._trainer_tokens import StitchError, TokenSequence, stitch
+from ._batches import BatchTask, TaskBatches
+from ._data import TaskIndex
+from ._sampling import Sampling
+from ._tokens import StitchError, TokenSequence, stitch
 
 __all__ = ["BusRollouts", "Sampling", "environment_reward"]
 

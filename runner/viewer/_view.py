@@ -14,10 +14,10 @@ from pathlib import Path
 
 from gymbus.schemas import VIEW_LIMITS, ViewLimits
 
-from ._output import OutputPaths
-from ._view_app import serve_view
-from ._view_html import PageTooLarge, render_html
-from ._view_index import RolloutIndex
+from .._output import OutputPaths
+from ._app import serve_view
+from ._html import PageTooLarge, render_html
+from ._index import RolloutIndex
 
 __all__ = ["PageTooLarge", "view", "view_files"]
 

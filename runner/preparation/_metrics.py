@@ -30,7 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._metrics import Spread
+from .._metrics import Spread
 
 __all__ = ["DatasetMetrics"]
 

@@ -18,8 +18,8 @@ import msgspec
 
 from gymbus.schemas import VIEW_LIMITS, ViewLimits
 
-from ._view_app import page_asset
-from ._view_index import RolloutIndex
+from ._app import page_asset
+from ._index import RolloutIndex
 
 __all__ = ["HtmlPage", "PageTooLarge", "render_html"]
 
