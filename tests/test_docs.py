@@ -8,14 +8,16 @@ as the shell reads it: continued lines joined, comments dropped, split at `&&`, 
 - a `gym-runner ...` command is parsed by the real command line (its options, values and
   subcommands) with every command's function taken out, so nothing runs; an unknown
   command or option, a bad value or a missing required option fails;
-- `python -m MODULE` names a module that exists (one run with vLLM's own interpreter must be
-  the one `tests/vllm_server.py` starts);
+- `python -m MODULE` names a module that exists (vLLM's server, which runs in vLLM's own
+  environment, must be the one `tests/vllm_server.py` starts); so does every
+  `python -m MODULE` code span in the prose;
 - the script `python`, `sh` or `node` runs, and every path under one of the repository's
   folders, exists;
 - `pip install` names only extras that pyproject.toml defines.
 
-A `gym-runner` line in a `text` block (a synopsis, with `[--option VALUE]` placeholders) must
-name a real command, and every option it shows must be one of that command's. Commands that
+A `gym-runner` line in a `text` block (a synopsis, with `[--option VALUE]` placeholders), and
+a `gym-runner ...` code span in the prose, must name a real command, and every option it
+shows must be one of that command's. Commands that
 other tests run (the README's two commands, the training page's CPU training command in
 tests/integration/test_trainer.py) are also parsed here.
 """
@@ -107,10 +109,26 @@ def fenced_commands(path: Path) -> list[Command]:
     return found
 
 
-COMMANDS = [command for page in PAGES for command in fenced_commands(page)]
+def inline_commands(path: Path) -> list[Command]:
+    """Every `gym-runner ...` and `python -m ...` code span of a Markdown file's prose."""
+    text = path.read_text()
+    prose = re.sub(r"^\s*(```+|~~~+).*?^\s*\1", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S | re.M)
+    found = []
+    for span in re.finditer(r"`([^`]+)`", prose):
+        words = " ".join(span.group(1).split())
+        if words.startswith(("gym-runner ", "python -m ")):
+            line = prose.count("\n", 0, span.start()) + 1
+            found.append(Command(f"{path.relative_to(REPO)}:{line}", "inline", words))
+    return found
+
+
+COMMANDS = [command for page in PAGES for command in (*fenced_commands(page), *inline_commands(page))]
 SHELL_COMMANDS = [command for command in COMMANDS if command.language in SHELL]
 SYNOPSES = [
     command for command in COMMANDS if command.language not in SHELL and command.text.startswith("gym-runner ")
+]
+MODULES_IN_PROSE = [
+    command for command in COMMANDS if command.language == "inline" and command.text.startswith("python -m ")
 ]
 
 
@@ -206,7 +224,9 @@ def _option_names(command: Any) -> set[str]:
     return {"--help"} | {name for param in command.params for name in (*param.opts, *param.secondary_opts)}
 
 
-@pytest.mark.parametrize("command", _with("python") + _with("python3"))
+@pytest.mark.parametrize("command", _with("python") + _with("python3") + [
+    pytest.param(c, id=c.where) for c in MODULES_IN_PROSE
+])  # fmt: skip
 def test_every_python_command_names_a_module_or_script_that_exists(command: Command) -> None:
     for words in command.segments():
         if Path(words[0]).name not in ("python", "python3"):
@@ -214,14 +234,19 @@ def test_every_python_command_names_a_module_or_script_that_exists(command: Comm
         if words[1:2] == ["-c"]:
             continue
         if words[1:2] == ["-m"]:
-            module = words[2]
-            if ".venv-vllm" in words[0]:  # vLLM's own environment: the module the tests start
-                assert f'"{module}"' in VLLM_SERVER.read_text(), f"{command.where}: {module}"
-            else:
-                assert importlib.util.find_spec(module) is not None, f"{command.where}: no module {module}"
+            _assert_module(words[2], command.where)
         else:
             script = next(word for word in words[1:] if not word.startswith("-"))
             assert (REPO / script).is_file(), f"{command.where}: no {script}"
+
+
+def _assert_module(module: str, where: str) -> None:
+    """`module` is importable here, or is vLLM's server, which runs in vLLM's own environment:
+    then it must be the module the tests start (`tests/vllm_server.py`)."""
+    if module.startswith("vllm."):
+        assert f'"{module}"' in VLLM_SERVER.read_text(), f"{where}: the tests start no {module}"
+    else:
+        assert importlib.util.find_spec(module) is not None, f"{where}: no module {module}"
 
 
 @pytest.mark.parametrize("command", [pytest.param(c, id=c.where) for c in SHELL_COMMANDS])
