@@ -23,7 +23,7 @@ from nats.js.object_store import ObjectStore
 from gymbus.schemas import CLAIM, RESULTS_MAX_AGE, PayloadTooLarge
 
 from ._replicas import replicas_of
-from ._settle import settled
+from ._forming import retry_while_forming
 
 __all__ = ["CLAIM", "CLAIMS_BUCKET", "check_in", "check_out", "needs_claim"]
 
@@ -42,7 +42,7 @@ async def _store(nc: Client) -> ObjectStore:
     store = _stores.get(nc)
     if store is None:
         js = nc.jetstream()
-        store = _stores[nc] = await settled(js, lambda: _open_or_create(js, replicas_of(nc)))
+        store = _stores[nc] = await retry_while_forming(js, lambda: _open_or_create(js, replicas_of(nc)))
     return store
 
 

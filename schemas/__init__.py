@@ -44,6 +44,7 @@ from ._headers import (
     deadline_passed,
     header_int,
     seconds_left,
+    task_id,
 )
 from ._limits import (
     CALL_RETRY,
@@ -99,6 +100,7 @@ from ._rows import (
     RolloutStats,
     RolloutSummary,
     TaskRow,
+    failure_row,
     merge_row,
     row_fields,
 )
@@ -193,10 +195,12 @@ __all__ = [
     "header_int",
     "input_items",
     "item_text",
+    "failure_row",
     "merge_row",
     "output_text",
     "redact_url",
     "row_fields",
     "seconds_left",
+    "task_id",
     "write_schemas",
 ]
