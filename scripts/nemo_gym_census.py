@@ -47,8 +47,7 @@ from gymbus import bus
 from gymbus.functions.models.offline import offline_policy
 from gymbus.functions.nemo_gym import OWN_AGENTS, locate, prepare, release
 from gymbus.functions.nemo_gym._config import read_config
-from gymbus.runner import ProgressView, VerifyOptions, verify_rollouts
-from gymbus.runner._collect import CollectOptions, collect
+from gymbus.runner import CollectOptions, ProgressView, VerifyOptions, collect, verify_rollouts
 from gymbus.schemas import DEFAULT_TIMEOUTS, GymError, Response, ResponsesCreateParams
 
 OUTCOMES = ("works", "needs a judge model", "needs a key", "needs containers or GPUs", "downloads at start", "fails")
@@ -211,6 +210,9 @@ async def measure(target: str, url: str, policy: CountingPolicy, work: Path, row
 
     try:
         directory, config = await asyncio.to_thread(locate, target)
+        if config is None and not (directory / "configs" / f"{directory.name}.yaml").exists():
+            config = _first_config(directory)  # several, none named after the server
+            target = result.server = f"{target}/{config}"
         server = read_config(directory, config)
         await asyncio.to_thread(prepare, target)
     except GymError as exc:
@@ -235,6 +237,17 @@ async def measure(target: str, url: str, policy: CountingPolicy, work: Path, row
         worker.stop()
         lap("stop")
     return result
+
+
+def _first_config(directory: Path) -> str | None:
+    """The first of the server's configs that declares a resources server the bridge reads."""
+    for path in sorted((directory / "configs").glob("*.yaml")):
+        try:
+            read_config(directory, path.stem)
+        except GymError:
+            continue
+        return path.stem
+    return None
 
 
 def _agents_served(log: str, agents: tuple) -> dict[str, str]:  # type: ignore[type-arg]
@@ -391,7 +404,8 @@ def main() -> None:
         return
     done = set()
     if args.out.exists():  # resume: servers already measured are kept
-        done = {json.loads(line)["server"] for line in args.out.read_text().splitlines() if line.strip()}
+        measured = [json.loads(line)["server"] for line in args.out.read_text().splitlines() if line.strip()]
+        done = {name for server in measured for name in (server, server.partition("/")[0])}
     targets = [target for target in (args.servers or all_servers()) if target not in done]
     print(f"nemo-gym {release().version}: measuring {len(targets)} servers into {args.out}", flush=True)
     asyncio.run(census(targets, args.out, args.rows))

@@ -58,7 +58,7 @@ class HostedAgent:
     def spec(self, max_steps: int) -> Agent:
         """The GymBus agent: served as `name`, on the task queue and its run subject."""
         return Agent(
-            name=self.name, run=self.run, environment=self.environment, max_steps=max_steps,
+            name=self.name, rollout=self.run, environment=self.environment, max_steps=max_steps,
             description=f"NeMo Gym's {self.kind} over {self.environment}, unchanged",
         )  # fmt: skip
 

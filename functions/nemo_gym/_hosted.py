@@ -151,36 +151,36 @@ async def open_server(
     shims = ModelShims(models)
     process: ServerProcess | None = None
     client: ServerClient | None = None
-    async with AsyncExitStack() as stack:
-        try:
-            settings = settings_of(server, settings_variable(server.name))
-            ports = await shims.start(model_names(settings))  # the settings may name another judge
-            process = ServerProcess(
-                server.name, env, server.app, server.instance, global_config(server, settings, ports)
-            )
-            info = await process.start(timeouts.nemo_gym_start)
-            client = ServerClient(server.name, info.port, info.cookie)
-            replica = uuid.uuid4().hex[:12]
-            proxy = Proxy(server.name, replica, client, _down(process), timeouts, tuple(info.verify_outputs),
-                          tuple(info.routes))  # fmt: skip
-            log.info("NeMo Gym server %s (%s) live on port %d, replica %s",
-                     server.name, info.class_, info.port, replica)  # fmt: skip
-            hosted_agents = await _open_agents(stack, server, env.site_packages(), models, timeouts)
-            hosted = HostedEnvironment(
-                name=server.name, replica=replica, tools=_tools(info.routes, directory), proxy=proxy,
-                agents=_agents(server, hosted_agents),
-                description=str(server.block.get("description") or f"NeMo Gym's {server.name} resources server"),
-                metadata=_metadata(server, env.path, process, info, replica), process=process,
-                hosted_agents=tuple(hosted_agents),
-            )  # fmt: skip
-            yield hosted
-        finally:
-            await stack.aclose()  # the agents first: they call the server
-            if client is not None:
-                await client.close()
-            if process is not None:
-                process.stop()
-            await shims.stop()
+    stack = AsyncExitStack()  # the agents
+    try:
+        settings = settings_of(server, settings_variable(server.name))
+        ports = await shims.start(model_names(settings))  # the settings may name another judge
+        process = ServerProcess(
+            server.name, env, server.app, server.instance, global_config(server, settings, ports)
+        )
+        info = await process.start(timeouts.nemo_gym_start)
+        client = ServerClient(server.name, info.port, info.cookie)
+        replica = uuid.uuid4().hex[:12]
+        proxy = Proxy(server.name, replica, client, _down(process), timeouts, tuple(info.verify_outputs),
+                      tuple(info.routes))  # fmt: skip
+        log.info("NeMo Gym server %s (%s) live on port %d, replica %s",
+                 server.name, info.class_, info.port, replica)  # fmt: skip
+        hosted_agents = await _open_agents(stack, server, env.site_packages(), models, timeouts)
+        hosted = HostedEnvironment(
+            name=server.name, replica=replica, tools=_tools(info.routes, directory), proxy=proxy,
+            agents=_agents(server, hosted_agents),
+            description=str(server.block.get("description") or f"NeMo Gym's {server.name} resources server"),
+            metadata=_metadata(server, env.path, process, info, replica), process=process,
+            hosted_agents=tuple(hosted_agents),
+        )  # fmt: skip
+        yield hosted
+    finally:
+        await stack.aclose()  # the agents first: they call the server
+        if client is not None:
+            await client.close()
+        if process is not None:
+            process.stop()
+        await shims.stop()
 
 
 async def _open_agents(

@@ -25,9 +25,7 @@ from bench._cluster import Cluster
 from gymbus import bus
 from gymbus.functions.models.offline import offline_policy
 from gymbus.functions.nemo_gym import VERSION_VARIABLE, locate, prepare
-from gymbus.runner import VerifyOptions, verify_rollouts
-from gymbus.runner._collect import CollectOptions, collect
-from gymbus.runner._trainer_tokens import stitch
+from gymbus.runner import CollectOptions, VerifyOptions, collect, stitch, verify_rollouts
 from gymbus.schemas import GymError, Item, Response, ResponsesCreateParams
 from tests.integration.test_nemo_gym import ALSO_ON, ROLES, SERVERS, launched_servers, quiet, start_worker
 from tests.vllm_server import MODEL_NAME, VllmServer
