@@ -53,8 +53,9 @@ from gymbus.schemas import DEFAULT_TIMEOUTS, GymError, Response, ResponsesCreate
 OUTCOMES = ("works", "needs a judge model", "needs a key", "needs containers or GPUs", "downloads at start", "fails")
 CAUSES = (
     # (outcome, what in a failure's text says so); the first that matches wins.
+    ("fails", r"No solution found when resolving"),  # its requirements conflict with NeMo Gym's
     ("needs a key", r"api[_ -]?key|API_KEY|Unauthorized|\b401\b|credential|access token|_TOKEN\b"),
-    ("needs containers or GPUs", r"docker|podman|apptainer|singularity|[Ss]andbox|CUDA|cuda|nvidia|GPU"),
+    ("needs containers or GPUs", r"docker|podman|apptainer|singularity|\b[Ss]andbox|CUDA|cuda|nvidia|GPU"),
     ("downloads at start", r"github\.com|git\+https|git clone|Could not resolve|name resolution|Name or service not"
                            r" known|getaddrinfo|Cannot connect to host|huggingface|hf_hub|urlopen|nltk|download"),
 )  # fmt: skip
@@ -97,13 +98,20 @@ class CountingPolicy:
 
 def classify(text: str) -> tuple[str, str]:
     """(outcome, why) for the text of a failure (a message, then a log's tail): why is its
-    last exception, else its last line that says which outcome, else its first words."""
+    last exception, else its last line that says which outcome, else its innermost error."""
     tail = text[-6000:]
     for outcome, pattern in CAUSES:
         found = list(re.finditer(pattern, tail))
         if found:
-            return outcome, _last_exception(tail) or _line_of(tail, found[-1].start())
-    return "fails", _last_exception(tail) or " ".join(text.split())[:200]
+            line = _line_of(tail, found[-1].start())
+            return outcome, (line if outcome == "fails" else _last_exception(tail) or line)
+    return "fails", _last_exception(tail) or _innermost(text)
+
+
+def _innermost(text: str) -> str:
+    """The error an error wraps last: from the last "NeMo Gym server ... " it quotes on."""
+    at = text.rfind("NeMo Gym server ")
+    return " ".join(text[max(at, 0) :].split())[:200]
 
 
 def _last_exception(text: str) -> str:
@@ -240,14 +248,20 @@ async def measure(target: str, url: str, policy: CountingPolicy, work: Path, row
 
 
 def _first_config(directory: Path) -> str | None:
-    """The first of the server's configs that declares a resources server the bridge reads."""
+    """The config of the agent its example rows name, else the first of the server's
+    configs that declares a resources server the bridge reads."""
+    data = directory / "data"
+    named = {_agent_of(data / name) for name in ("example.jsonl", "example_rollouts.jsonl") if (data / name).exists()}
+    readable = []
     for path in sorted((directory / "configs").glob("*.yaml")):
         try:
-            read_config(directory, path.stem)
+            server = read_config(directory, path.stem)
         except GymError:
             continue
-        return path.stem
-    return None
+        if named & {agent.name for agent in server.agents}:
+            return path.stem
+        readable.append(path.stem)
+    return readable[0] if readable else None
 
 
 def _agents_served(log: str, agents: tuple) -> dict[str, str]:  # type: ignore[type-arg]
@@ -309,6 +323,11 @@ async def _collect(result: Result, example: Path, agent: str, url: str, work: Pa
         result.outcome, result.why = "works", f"collected {done.written} of its example rows with {agent}"
         return
     failures = done.paths.failures.read_text() if done.paths.failures.exists() else ""
+    said = Path(result.log).read_text(errors="replace") if Path(result.log).exists() else ""
+    unserved = sorted(set(_NOT_SERVED.findall(failures + " ".join(said.split()))))
+    if unserved:
+        result.outcome, result.why = "needs a judge model", f"no model serves {', '.join(unserved)}"
+        return
     result.outcome, why = classify(_log_text(_failure_text(failures)))
     result.why = f"collect ({done.failed}/{done.planned} failed): {why}"
 
@@ -353,12 +372,24 @@ async def _reverify(
         result.why = f"verify ({report.failed}/{report.rows} failed{joined}): {why}"
 
 
+_WHERE = re.compile(r"\S+\.jsonl:\d+: |\S*/site-packages/|\S*/venvs/\w+/")
+_WHY_CHARS = 160
+
+
+def _short(why: object) -> str:
+    """A reason without the census's own paths and line numbers, cut to a table cell."""
+    text = " ".join(_WHERE.sub("", str(why)).replace("|", "/").split())
+    return text if len(text) <= _WHY_CHARS else text[: _WHY_CHARS - 3] + "..."
+
+
 def table(results: list[dict[str, object]]) -> str:
-    """The README's table: one row per outcome, its servers (with why, but for `works`)."""
+    """The docs' table: one row per outcome, its servers, each with why (for `works`: how
+    many stored rewards it reproduced, where not all)."""
     by: dict[str, list[str]] = collections.defaultdict(list)
     for one in results:
-        name = f"`{one['server']}`"
-        by[str(one["outcome"])].append(name if one["outcome"] == "works" else f"{name} ({one['why']})")
+        name, why = f"`{one['server']}`", _short(one["why"])
+        quiet = one["outcome"] == "works" and (why.startswith("5/5") or why.startswith("collected"))
+        by[str(one["outcome"])].append(name if quiet else f"{name} ({why})")
     lines = [f"| outcome | servers ({len(results)}) |", "| --- | --- |"]
     for outcome in OUTCOMES:
         if by.get(outcome):
