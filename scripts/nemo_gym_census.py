@@ -373,12 +373,22 @@ async def _reverify(
 
 
 _WHERE = re.compile(r"\S+\.jsonl:\d+: |\S*/site-packages/|\S*/venvs/\w+/")
-_WHY_CHARS = 160
+_WHY_CHARS = 200
+
+
+_WORDY = (
+    (re.compile(r" \(as stored: they are of other rows than example\.jsonl\)"), " of rows not in example.jsonl"),
+    (re.compile(r"verify failed \(\w+\): NeMo Gym server \S+ refused the request to (\S+)"), r"\1"),
+    (re.compile(r"agent_failed: NeMo Gym server \S+ failed on /run \(500\): "), ""),
+)
 
 
 def _short(why: object) -> str:
     """A reason without the census's own paths and line numbers, cut to a table cell."""
-    text = " ".join(_WHERE.sub("", str(why)).replace("|", "/").split())
+    text = _WHERE.sub("", str(why))
+    for wordy, plain in _WORDY:
+        text = wordy.sub(plain, text)
+    text = " ".join(text.replace("|", "/").replace("\\'", "'").split())
     return text if len(text) <= _WHY_CHARS else text[: _WHY_CHARS - 3] + "..."
 
 
@@ -393,7 +403,7 @@ def table(results: list[dict[str, object]]) -> str:
     lines = [f"| outcome | servers ({len(results)}) |", "| --- | --- |"]
     for outcome in OUTCOMES:
         if by.get(outcome):
-            lines.append(f"| {outcome} ({len(by[outcome])}) | {'; '.join(sorted(by[outcome]))} |")
+            lines.append(f"| {outcome} ({len(by[outcome])}) | {' · '.join(sorted(by[outcome]))} |")
     return "\n".join(lines)
 
 
