@@ -56,7 +56,9 @@ class RolloutCost:
     """CPU milliseconds per rollout of the agent and server processes."""
 
 
-def p11_hosted_agent_cost(samples: int = 100, seconds: float = 5.0, concurrency: int = 16) -> dict[str, RolloutCost]:
+def p11_hosted_agent_cost(
+    samples: int = 100, seconds: float = 5.0, concurrency: int = 16
+) -> dict[str, RolloutCost]:
     """`direct` and `hosted` costs of a rollout (see the module docstring)."""
     prepare(SERVER)
     rows = _rows()
@@ -111,13 +113,13 @@ async def _direct(rows: list[bytes], samples: int, seconds: float, concurrency: 
     (agent,) = [one for one in server.agents if one.name == AGENT]
     model, model_port = await _model_server()
     ports = {name: model_port for name in ("policy_model", *agent.models)}
-    resources = ServerProcess(SERVER, env, server.app, server.instance, global_config(server, server.block, ports))
+    config = global_config(server, server.block, ports)
+    resources = ServerProcess(SERVER, env, server.app, server.instance, config)
     site = env.site_packages() / "responses_api_agents" / agent.kind
     player: ServerProcess | None = None
     try:
         info = await resources.start()
-        config = agent_config(server, agent, ports, info.port)
-        player = ServerProcess(AGENT, env, site / "app.py", AGENT, config)
+        player = ServerProcess(AGENT, env, site / "app.py", AGENT, agent_config(server, agent, ports, info.port))
         agent_info = await player.start()
         processes = [psutil.Process(info.pid), psutil.Process(agent_info.pid)]
         async with aiohttp.ClientSession() as http:
@@ -147,7 +149,8 @@ async def _hosted(
     await host.add(bus.model_service("fixed", "policy", _fixed))
     try:
         worker = psutil.Process(worker_pid)
-        processes = [child for child in worker.children(recursive=True) if "_launcher.py" in " ".join(child.cmdline())]
+        children = worker.children(recursive=True)
+        processes = [child for child in children if "_launcher.py" in " ".join(child.cmdline())]
         subject = bus.subjects.agent_run(AGENT)
         turn = 0
 

@@ -256,7 +256,8 @@ def add_usage(total: Usage | None, more: Usage | None) -> Usage | None:
         output_tokens=total.output_tokens + more.output_tokens,
         total_tokens=total.total_tokens + more.total_tokens,
         input_tokens_details=InputTokensDetails(
-            cached_tokens=(total.input_tokens_details.cached_tokens or 0) + (more.input_tokens_details.cached_tokens or 0)
+            cached_tokens=(total.input_tokens_details.cached_tokens or 0)
+            + (more.input_tokens_details.cached_tokens or 0)
         ),
         output_tokens_details=OutputTokensDetails(
             reasoning_tokens=(total.output_tokens_details.reasoning_tokens or 0)

@@ -50,14 +50,17 @@ from gymbus.functions.nemo_gym._config import read_config
 from gymbus.runner import CollectOptions, ProgressView, VerifyOptions, collect, verify_rollouts
 from gymbus.schemas import DEFAULT_TIMEOUTS, GymError, Response, ResponsesCreateParams
 
-OUTCOMES = ("works", "needs a judge model", "needs a key", "needs containers or GPUs", "downloads at start", "fails")
+OUTCOMES = (
+    "works", "needs a judge model", "needs a key", "needs containers or GPUs", "downloads at start", "fails"
+)  # fmt: skip
 CAUSES = (
     # (outcome, what in a failure's text says so); the first that matches wins.
     ("fails", r"No solution found when resolving"),  # its requirements conflict with NeMo Gym's
     ("needs a key", r"api[_ -]?key|API_KEY|Unauthorized|\b401\b|credential|access token|_TOKEN\b"),
     ("needs containers or GPUs", r"docker|podman|apptainer|singularity|\b[Ss]andbox|CUDA|cuda|nvidia|GPU"),
-    ("downloads at start", r"github\.com|git\+https|git clone|Could not resolve|name resolution|Name or service not"
-                           r" known|getaddrinfo|Cannot connect to host|huggingface|hf_hub|urlopen|nltk|download"),
+    ("downloads at start", r"github\.com|git\+https|git clone|Could not resolve|name resolution"
+                           r"|Name or service not known|getaddrinfo|Cannot connect to host"
+                           r"|huggingface|hf_hub|urlopen|nltk|download"),
 )  # fmt: skip
 _EXCEPTION = re.compile(r"\b(\w+(?:Error|Exception|Exit|MissingMandatoryValue))\b[:(]\s*(.*)")
 _LOG = re.compile(r"its log is (\S+\.log)")
@@ -251,7 +254,8 @@ def _first_config(directory: Path) -> str | None:
     """The config of the agent its example rows name, else the first of the server's
     configs that declares a resources server the bridge reads."""
     data = directory / "data"
-    named = {_agent_of(data / name) for name in ("example.jsonl", "example_rollouts.jsonl") if (data / name).exists()}
+    files = [data / "example.jsonl", data / "example_rollouts.jsonl"]
+    named = {_agent_of(path) for path in files if path.exists()}
     readable = []
     for path in sorted((directory / "configs").glob("*.yaml")):
         try:
@@ -279,7 +283,13 @@ def _agents_served(log: str, agents: tuple) -> dict[str, str]:  # type: ignore[t
 
 
 async def _run(
-    result: Result, directory: Path, agents: tuple, url: str, policy: CountingPolicy, work: Path, rows: int  # type: ignore[type-arg]
+    result: Result,
+    directory: Path,
+    agents: tuple,  # type: ignore[type-arg]
+    url: str,
+    policy: CountingPolicy,
+    work: Path,
+    rows: int,
 ) -> None:
     data = directory / "data"
     example, stored = data / "example.jsonl", data / "example_rollouts.jsonl"
@@ -377,7 +387,7 @@ _WHY_CHARS = 200
 
 
 _WORDY = (
-    (re.compile(r" \(as stored: they are of other rows than example\.jsonl\)"), " of rows not in example.jsonl"),
+    (re.compile(r" \(as stored: they are of other rows than example\.jsonl\)"), " of rows not in example"),
     (re.compile(r"verify failed \(\w+\): NeMo Gym server \S+ refused the request to (\S+)"), r"\1"),
     (re.compile(r"agent_failed: NeMo Gym server \S+ failed on /run \(500\): "), ""),
 )
@@ -421,7 +431,8 @@ async def census(targets: list[str], out: Path, rows: int) -> None:
                 with open(out, "a") as file:
                     file.write(json.dumps(asdict(result)) + "\n")
                 took = " ".join(f"{step} {seconds:.0f} s" for step, seconds in result.seconds.items())
-                print(f"[{number}/{len(targets)}] {target}: {result.outcome} ({result.why}; {took})", flush=True)
+                said = f"{result.outcome} ({result.why}; {took})"
+                print(f"[{number}/{len(targets)}] {target}: {said}", flush=True)
         finally:
             await host.stop()
             await nc.close()

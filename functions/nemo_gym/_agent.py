@@ -82,7 +82,8 @@ class HostedAgent:
         try:
             return untag(reply, row)
         except (msgspec.DecodeError, msgspec.ValidationError):
-            raise UpstreamFailed(f"NeMo Gym agent {self.name} answered /run with something not a row") from None
+            message = f"NeMo Gym agent {self.name} answered /run with something not a row"
+            raise UpstreamFailed(message) from None
 
     async def _post(self, body: bytes, token: str) -> bytes:
         try:
@@ -107,14 +108,16 @@ class HostedAgent:
     async def exited(self) -> str:
         """Wait until the agent process exits; why, with its log's tail."""
         code = await self.process.wait()
-        return f"NeMo Gym agent {self.name} exited with code {code}; its log is {self.process.log}:\n{self.process.tail()}"
+        log_path, tail = self.process.log, self.process.tail()
+        return f"NeMo Gym agent {self.name} exited with code {code}; its log is {log_path}:\n{tail}"
 
 
 def agent_directory(server: ServerConfig, kind: str, site_packages: Path) -> Path:
     """Where the agent `kind` lives: beside a user's server, in their Gym checkout
     (`<root>/responses_api_agents/<kind>`), else in the NeMo Gym package."""
     own = server.directory.parent.parent / "responses_api_agents" / kind
-    if server.directory.parent.name == "resources_servers" and own.is_dir() and "site-packages" not in own.parts:
+    in_checkout = server.directory.parent.name == "resources_servers" and "site-packages" not in own.parts
+    if in_checkout and own.is_dir():
         return own
     return site_packages / "responses_api_agents" / kind
 

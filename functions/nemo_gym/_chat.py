@@ -71,8 +71,10 @@ def _items(message: dict[str, Any]) -> list[Item]:
         items.append(Item(type="message", role=role, content=text))
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
-        items.append(Item(type="function_call", call_id=str(call.get("id", "")), name=str(function.get("name", "")),
-                          arguments=str(function.get("arguments", "{}"))))  # fmt: skip
+        items.append(Item(
+            type="function_call", call_id=str(call.get("id", "")), name=str(function.get("name", "")),
+            arguments=str(function.get("arguments", "{}")),
+        ))  # fmt: skip
     return items
 
 

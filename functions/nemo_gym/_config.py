@@ -222,5 +222,6 @@ def agent_config(
     and its own instance."""
     config = global_config(server, server.block, model_ports)
     config[server.instance]["resources_servers"][server.name]["port"] = resources_port
-    config[agent.name] = {"responses_api_agents": {agent.kind: {**agent.block, "host": "127.0.0.1", "port": 0}}}
+    block = {**agent.block, "host": "127.0.0.1", "port": 0}
+    config[agent.name] = {"responses_api_agents": {agent.kind: block}}
     return config

@@ -93,7 +93,8 @@ class HostedEnvironment:
     async def _server_exited(self) -> str:
         assert self.process is not None
         code = await self.process.wait()
-        return f"NeMo Gym server {self.name} exited with code {code}; its log is {self.process.log}:\n{self.process.tail()}"
+        log_path, tail = self.process.log, self.process.tail()
+        return f"NeMo Gym server {self.name} exited with code {code}; its log is {log_path}:\n{tail}"
 
 
 def locate(target: str) -> tuple[Path, str | None]:

@@ -132,9 +132,12 @@ class Proxy:
         """Post the rollout to `/verify`: the reward and the server's other fields."""
         if self.gymnasium:
             try:
-                return await replay(self.client, body, _complete_response, self.timeouts.verify, session.deadline)
+                return await replay(
+                    self.client, body, _complete_response, self.timeouts.verify, session.deadline
+                )
             except ServerGone as exc:
-                raise UpstreamFailed(f"NeMo Gym server {self.name} did not answer: {self._why(exc)}") from None
+                why = self._why(exc)
+                raise UpstreamFailed(f"NeMo Gym server {self.name} did not answer: {why}") from None
         record = await session.load(SessionRecord)
         if record is not None:
             self._check_here(record)

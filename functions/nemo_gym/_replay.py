@@ -83,4 +83,5 @@ async def replay(
             break
     else:
         step.truncated = True  # the turns ran out before the episode ended, as the agent marks it
-    return _encode({"reward": total, "terminated": step.terminated, "truncated": step.truncated, "info": step.info})
+    ended = {"terminated": step.terminated, "truncated": step.truncated, "info": step.info}
+    return _encode({"reward": total, **ended})

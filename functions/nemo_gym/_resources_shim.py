@@ -104,7 +104,8 @@ class ResourcesShim:
             try:
                 response = msgspec.json.decode(body, type=_Verified).response
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                return 422, _encode({"detail": [{"loc": ["body", "response"], "msg": str(exc), "type": "invalid"}]})
+                problem = {"loc": ["body", "response"], "msg": str(exc), "type": "invalid"}
+                return 422, _encode({"detail": [problem]})
             return 200, _echoed(body, await calls.verify(body, response))
         tool = path.strip("/")
         if not tool or "/" in tool:

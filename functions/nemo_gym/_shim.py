@@ -113,7 +113,8 @@ class ModelShims:
             path = request.path.rstrip("/")
             chat = path.endswith("/chat/completions")
             if not chat and not path.endswith("/responses"):
-                return _error(404, "not_found", f"the model shim for {name} serves /v1/responses and /v1/chat/completions")
+                served = "/v1/responses and /v1/chat/completions"
+                return _error(404, "not_found", f"the model shim for {name} serves {served}")
             try:
                 body = await request.read()
                 params = params_from_chat(msgspec.json.decode(body)) if chat else _params.decode(body)
