@@ -51,13 +51,14 @@ from gymbus.schemas import (
     TASK,
     TOKEN,
     BusUnavailable,
+    ClaimStoreFull,
     Limits,
     PayloadTooLarge,
     Timeouts,
 )
 
 from . import _subjects as subjects
-from ._claims import check_in, check_out, needs_claim
+from ._claim_checks import check_in_when_room, check_out, needs_claim, release_claim
 from ._codec import nested_deeper
 from ._pull import Puller
 from ._replicas import replicas_of
@@ -251,6 +252,7 @@ class TaskConsumer:
             result = await self._result_of(msg, headers)
             await self._publish_result(headers, result)
             await msg.ack()
+            await release_claim(self.nc, msg.headers)  # acked: the task is not delivered again
         except (nats.errors.Error, TimeoutError, BusUnavailable, PayloadTooLarge) as exc:
             # Not acked: the task is redelivered once ack_wait passes.
             log.warning("could not deliver the result of task %s: %s", headers.get(SEQ), exc)
@@ -264,7 +266,7 @@ class TaskConsumer:
         """The task's rollout row, or a failure row saying why it could not run. Raises only
         what makes the task worth delivering again (the bus is away)."""
         try:
-            row = await check_out(self.nc, msg.data, msg.headers, delete=False)
+            row = await check_out(self.nc, msg.data, msg.headers, release_it=False)
         except PayloadTooLarge as exc:
             return failure_row(b"", "invalid_input", f"the task's body could not be read: {exc}")
         if nested_deeper(row, self.limits.max_depth):
@@ -325,7 +327,7 @@ class TaskConsumer:
             # cannot make JetStream drop the real one as its duplicate.
             out.update({TOKEN: token, MSG_ID: f"{run}.{seq}.{attempt}.{token}"})
         if needs_claim(self.nc, result):
-            result, out = await check_in(self.nc, result, out)
+            result, out = await self._claimed(run, result, out)
 
         async def once() -> None:
             try:
@@ -336,6 +338,15 @@ class TaskConsumer:
                 raise BusUnavailable(f"result not stored ({type(exc).__name__})") from None
 
         await retrying(once, RESULT_RETRY, should_retry=lambda error: True)
+
+    async def _claimed(self, run: str, result: bytes, out: dict[str, str]) -> tuple[bytes, dict[str, str]]:
+        """The result by claim check, kept until its runner reads it; if the claim store stays
+        full, a failure row that says so in its place (small enough for one message)."""
+        try:
+            return await check_in_when_room(self.nc, subjects.results(run), result, out, ttl=RESULTS_MAX_AGE)
+        except (ClaimStoreFull, PayloadTooLarge) as exc:
+            message = f"the rollout's result of {len(result)} bytes could not be stored: {exc}"
+            return failure_row(b"", exc.type, message), out
 
     def _unrouted(self, run: str, task: str) -> None:
         self.unrouted += 1
