@@ -21,6 +21,7 @@ from pathlib import Path
 
 from gymbus.bus import (
     Role,
+    admin_role,
     agent_role,
     environment_role,
     model_role,
@@ -64,6 +65,7 @@ def roles_for(environments: list[str], agents: list[str], models: list[str]) -> 
         runner_role(),
         producer_role(),
         monitor_role(),
+        admin_role(),
         *(agent_role(name) for name in agents),
         *(environment_role(name, models) for name in environments),
         *(model_role(name) for name in models),
@@ -116,16 +118,7 @@ def _helm_values(users: list[tuple[Role, str]]) -> str:
     """Values for the official NATS chart (`config.merge`) with these users."""
     import yaml  # only this command needs it; worker processes do not load it
 
-    entries = [
-        {
-            "nkey": key,
-            "permissions": {
-                "publish": {"allow": list(role.publish)},
-                "subscribe": {"allow": [f"_INBOX.{key}.>", *role.subscribe]},
-            },
-        }
-        for role, key in users
-    ]
+    entries = [{"nkey": key, "permissions": role.permissions(key)} for role, key in users]
     header = (
         "# Written by `gym-runner secure init`: the users of nats.conf for the NATS Helm chart.\n"
         "# helm upgrade --install nats nats/nats -f deploy/kubernetes/nats-values.yaml -f <this file>\n"
