@@ -6,16 +6,19 @@ For a named set of environments, agents and models it writes, under `--out`:
                                 `authorization` block: one nkey user per role, with its permissions
     helm-auth-values.yaml       the same users as values for the official NATS Helm chart
     credentials/<role>.nk       each role's nkey seed, mode 0600 (runner, producer, monitor,
-                                agent-<agent>, env-<env>, model-<model>)
+                                admin, agent-<agent>, env-<env>, model-<model>)
 
 The configuration holds public keys only; the seeds never leave `credentials/`. A process
-uses its role's file through `NATS_NKEY=<file>` (or `--nats-nkey`).
+uses its role's file through `NATS_NKEY=<file>` (or `--nats-nkey`). With `--operator` the
+roles are users of an operator-mode server instead (`_secure_operator`): nats.conf trusts
+an operator, and each role gets `credentials/<role>.creds` (`NATS_CREDS=<file>`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +37,8 @@ from gymbus.bus import (
 from gymbus.functions import AGENTS, ENVIRONMENTS, agents_of
 from gymbus.schemas import DEFAULT_LIMITS
 
+from ._secure_operator import issue, jwt_tool_missing
+
 __all__ = ["SecureLayout", "secure_init"]
 
 
@@ -42,9 +47,11 @@ class SecureLayout:
     """What `secure_init` wrote."""
 
     config: Path
-    helm_values: Path
+    helm_values: Path | None
+    """Values for the NATS Helm chart (nkey mode only)."""
     credentials: dict[str, Path]
-    """Role name -> its nkey seed file."""
+    """Role name -> its nkey seed file (`NATS_NKEY`), or with `--operator` its creds file
+    (`NATS_CREDS`)."""
 
 
 def roles_for(environments: list[str], agents: list[str], models: list[str]) -> list[Role]:
@@ -80,27 +87,40 @@ def secure_init(
     *,
     listen: str = "0.0.0.0:4222",
     tls: tuple[Path, Path, Path | None] | None = None,
+    operator: bool = False,
 ) -> SecureLayout:
     """Write the configuration and credentials (see the module docstring). `tls` is the
-    server's certificate, its key and, to require client certificates, their CA.
+    server's certificate, its key and, to require client certificates, their CA;
+    `operator` makes the roles users of an operator-mode server (`_secure_operator`).
     Refuses to overwrite an earlier set: new keys would lock out every running process."""
     roles = roles_for(environments, agents, models)
     credentials = out / "credentials"
-    if (out / "nats.conf").exists() or credentials.exists():
+    if (out / "nats.conf").exists() or credentials.exists() or (out / "operator").exists():
         raise FileExistsError(f"{out} already holds a configuration; choose another --out or remove it")
+    if operator and (missing := jwt_tool_missing()):
+        raise RuntimeError(f"--operator needs NATS's JWT library: {missing}")
     credentials.mkdir(parents=True, mode=0o700)
-    users = [(role, write_seed(credentials / f"{role.name}.nk")) for role in roles]
+    os.chmod(out, 0o700)
     config = out / "nats.conf"
+    if operator:
+        try:
+            issued = issue(out, roles)
+        except BaseException:
+            shutil.rmtree(credentials)  # nothing half made stays behind to block a second try
+            shutil.rmtree(out / "operator", ignore_errors=True)
+            raise
+        config.write_text(_server_config(out, listen, tls) + issued.config)
+        return SecureLayout(config, None, issued.credentials)
+    users = [(role, write_seed(credentials / f"{role.name}.nk")) for role in roles]
     config.write_text(_server_config(out, listen, tls) + server_authorization(users))
     helm = out / "helm-auth-values.yaml"
     helm.write_text(_helm_values(users))
-    os.chmod(out, 0o700)
     return SecureLayout(config, helm, {role.name: credentials / f"{role.name}.nk" for role in roles})
 
 
 def _server_config(out: Path, listen: str, tls: tuple[Path, Path, Path | None] | None) -> str:
     lines = [
-        "# Written by `gym-runner secure init`: nkey users with per-role permissions.",
+        "# Written by `gym-runner secure init`: GymBus's roles as users, each with its permissions.",
         f"listen: {json.dumps(listen)}",
         f"max_payload: {DEFAULT_LIMITS.max_payload}",
         f"jetstream {{ store_dir: {json.dumps(str(out.resolve() / 'jetstream'))} }}",

@@ -759,12 +759,21 @@ def secure_init_command(
     tls_ca: Annotated[
         Path | None, typer.Option(help="CA of client certificates: with it, clients must present one.")
     ] = None,
+    operator: Annotated[
+        bool,
+        typer.Option(
+            "--operator",
+            help="Users of an operator-mode server (JWTs, a .creds file per role) instead of nkeys; "
+            "needs node and the npm package the error names.",
+        ),
+    ] = False,
 ) -> None:
     """Write a nats-server configuration whose users are GymBus's roles, each allowed only
-    the subjects it needs, and one nkey credentials file (mode 0600) per role.
+    the subjects it needs, and one credentials file (mode 0600) per role: an nkey seed, or
+    with --operator a .creds file (the roles as users of an operator's account).
 
-    Roles: runner, producer, monitor, agent-<agent>, env-<env>, model-<model>. Every agent of a
-    named environment, and every model a named agent calls, is included.
+    Roles: runner, producer, monitor, admin, agent-<agent>, env-<env>, model-<model>. Every agent
+    of a named environment, and every model a named agent calls, is included.
 
     Example:
 
@@ -780,12 +789,14 @@ def secure_init_command(
         _fail("--tls-cert and --tls-key go together")
     tls = (tls_cert, tls_key, tls_ca) if tls_cert and tls_key else None
     try:
-        layout = secure_init(out, env, agent, model, listen=listen, tls=tls)
-    except (ValueError, FileExistsError) as exc:
+        layout = secure_init(out, env, agent, model, listen=listen, tls=tls, operator=operator)
+    except (ValueError, FileExistsError, RuntimeError) as exc:
         _fail(str(exc))
     _say(f"Server configuration: {layout.config}   (nats-server -c {layout.config})")
-    _say(f"Helm chart values: {layout.helm_values}")
-    _say("Credentials (mode 0600; give each process its own with NATS_NKEY=<file>):")
+    if layout.helm_values is not None:
+        _say(f"Helm chart values: {layout.helm_values}")
+    variable = "NATS_CREDS" if operator else "NATS_NKEY"
+    _say(f"Credentials (mode 0600; give each process its own with {variable}=<file>):")
     for role, path in layout.credentials.items():
         _say(f"  {role:<40} {path}")
 
