@@ -6,7 +6,8 @@ For a named set of environments, agents and models it writes, under `--out`:
                                 `authorization` block: one nkey user per role, with its permissions
     helm-auth-values.yaml       the same users as values for the official NATS Helm chart
     credentials/<role>.nk       each role's nkey seed, mode 0600 (runner, producer, monitor,
-                                admin, agent-<agent>, env-<env>, model-<model>)
+                                admin, agent-<agent>, env-<env>, model-<model>,
+                                nemo-gym-<server>)
 
 The configuration holds public keys only; the seeds never leave `credentials/`. A process
 uses its role's file through `NATS_NKEY=<file>` (or `--nats-nkey`). With `--operator` the
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from gymbus.bus import (
     admin_role,
     agent_role,
     environment_role,
+    hosted_server_role,
     model_role,
     monitor_role,
     producer_role,
@@ -35,7 +38,8 @@ from gymbus.bus import (
     write_seed,
 )
 from gymbus.functions import AGENTS, ENVIRONMENTS, agents_of
-from gymbus.schemas import DEFAULT_LIMITS
+from gymbus.functions.nemo_gym import PREFIX, ServerOutline, outline
+from gymbus.schemas import DEFAULT_LIMITS, GymError
 
 from ._secure_operator import issue, jwt_tool_missing
 
@@ -54,9 +58,15 @@ class SecureLayout:
     (`NATS_CREDS`)."""
 
 
-def roles_for(environments: list[str], agents: list[str], models: list[str]) -> list[Role]:
+def roles_for(
+    environments: list[str], agents: list[str], models: list[str], nemo_gym: Sequence[str] = ()
+) -> list[Role]:
     """Every role a bus serving these functions needs: the fixed ones, one per agent
-    (with every agent of the named environments), environment and model."""
+    (with every agent of the named environments), environment and model, and one per hosted
+    NeMo Gym server (`nemo-gym-<server>`: what `serve nemo-gym:<server>` hosts, its
+    environment and its config's agents, read from its config), with the models they call.
+    A hosted agent served on its own would get `agent_role(name, server, models)`."""
+    hosted = [_outline(target) for target in nemo_gym]
     for env in environments:
         if env not in ENVIRONMENTS:
             raise ValueError(f"unknown environment {env!r}; known: {', '.join(sorted(ENVIRONMENTS))}")
@@ -66,8 +76,13 @@ def roles_for(environments: list[str], agents: list[str], models: list[str]) -> 
     agents = sorted({*agents, *(name for env in environments for name in agents_of(ENVIRONMENTS[env]))})
     environments = sorted({*environments, *(AGENTS[name].environment for name in agents)})
     models = sorted(
-        {*models, *(m for name in agents for m in (AGENTS[name].model, *AGENTS[name].other_models))}
-    )
+        {*models, *(m for name in agents for m in (AGENTS[name].model, *AGENTS[name].other_models)),
+         *(m for server in hosted for m in server.models)}
+    )  # fmt: skip
+    clash = sorted({server.name for server in hosted} & set(environments))
+    if clash:
+        raise ValueError(f"the NeMo Gym servers {', '.join(clash)} serve as GymBus's own environments of "
+                         "the same names: a bus serves one or the other")  # fmt: skip
     return [
         runner_role(),
         producer_role(),
@@ -76,7 +91,15 @@ def roles_for(environments: list[str], agents: list[str], models: list[str]) -> 
         *(agent_role(name) for name in agents),
         *(environment_role(name, models) for name in environments),
         *(model_role(name) for name in models),
+        *(hosted_server_role(server.name, server.agents, server.models) for server in hosted),
     ]
+
+
+def _outline(target: str) -> ServerOutline:
+    try:
+        return outline(target.removeprefix(PREFIX))
+    except GymError as exc:
+        raise ValueError(f"NeMo Gym server {target}: {exc}") from None
 
 
 def secure_init(
@@ -88,12 +111,13 @@ def secure_init(
     listen: str = "0.0.0.0:4222",
     tls: tuple[Path, Path, Path | None] | None = None,
     operator: bool = False,
+    nemo_gym: Sequence[str] = (),
 ) -> SecureLayout:
     """Write the configuration and credentials (see the module docstring). `tls` is the
     server's certificate, its key and, to require client certificates, their CA;
     `operator` makes the roles users of an operator-mode server (`_secure_operator`).
     Refuses to overwrite an earlier set: new keys would lock out every running process."""
-    roles = roles_for(environments, agents, models)
+    roles = roles_for(environments, agents, models, nemo_gym)
     credentials = out / "credentials"
     if (out / "nats.conf").exists() or credentials.exists() or (out / "operator").exists():
         raise FileExistsError(f"{out} already holds a configuration; choose another --out or remove it")

@@ -753,6 +753,14 @@ def secure_init_command(
         list[str],
         typer.Option("--model", "-m", help="A model name served on the bus (repeatable), e.g. policy."),
     ] = [],  # noqa: B006
+    nemo_gym: Annotated[
+        list[str],
+        typer.Option(
+            "--nemo-gym",
+            help="A NeMo Gym server to host (repeatable), as `serve nemo-gym:<server>` names it; "
+            "its role covers its environment and its config's agents.",
+        ),
+    ] = [],  # noqa: B006
     listen: Annotated[str, typer.Option(help="The server's client address.")] = "0.0.0.0:4222",
     tls_cert: Annotated[Path | None, typer.Option(help="The server's TLS certificate.")] = None,
     tls_key: Annotated[Path | None, typer.Option(help="Its private key.")] = None,
@@ -772,8 +780,9 @@ def secure_init_command(
     the subjects it needs, and one credentials file (mode 0600) per role: an nkey seed, or
     with --operator a .creds file (the roles as users of an operator's account).
 
-    Roles: runner, producer, monitor, admin, agent-<agent>, env-<env>, model-<model>. Every agent
-    of a named environment, and every model a named agent calls, is included.
+    Roles: runner, producer, monitor, admin, agent-<agent>, env-<env>, model-<model>,
+    nemo-gym-<server>. Every agent of a named environment, and every model a named agent or
+    server calls, is included.
 
     Example:
 
@@ -783,13 +792,15 @@ def secure_init_command(
 
         NATS_URL=nats://host:4222 NATS_NKEY=bus-secrets/credentials/runner.nk gym-runner collect ...
     """
-    if not (env or agent):
-        _fail("name at least one --env or --agent")
+    if not (env or agent or nemo_gym):
+        _fail("name at least one --env, --agent or --nemo-gym")
     if bool(tls_cert) != bool(tls_key):
         _fail("--tls-cert and --tls-key go together")
     tls = (tls_cert, tls_key, tls_ca) if tls_cert and tls_key else None
     try:
-        layout = secure_init(out, env, agent, model, listen=listen, tls=tls, operator=operator)
+        layout = secure_init(
+            out, env, agent, model, listen=listen, tls=tls, operator=operator, nemo_gym=nemo_gym
+        )
     except (ValueError, FileExistsError, RuntimeError) as exc:
         _fail(str(exc))
     _say(f"Server configuration: {layout.config}   (nats-server -c {layout.config})")
