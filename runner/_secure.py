@@ -39,7 +39,7 @@ from gymbus.bus import (
 )
 from gymbus.functions import AGENTS, ENVIRONMENTS, agents_of
 from gymbus.functions.nemo_gym import PREFIX, ServerOutline, outline
-from gymbus.schemas import DEFAULT_LIMITS, GymError
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 
 from ._secure_operator import issue, jwt_tool_missing
 
@@ -147,6 +147,9 @@ def _server_config(out: Path, listen: str, tls: tuple[Path, Path, Path | None] |
         "# Written by `gym-runner secure init`: GymBus's roles as users, each with its permissions.",
         f"listen: {json.dumps(listen)}",
         f"max_payload: {DEFAULT_LIMITS.max_payload}",
+        # A frozen client is dropped (out of every queue group) in seconds, as by the embedded server.
+        f'ping_interval: "{DEFAULT_TIMEOUTS.server_ping:g}s"',
+        f"ping_max: {DEFAULT_LIMITS.server_pings_out}",
         f"jetstream {{ store_dir: {json.dumps(str(out.resolve() / 'jetstream'))} }}",
     ]
     if tls is not None:
