@@ -168,14 +168,15 @@ async def check_in(
 ) -> tuple[bytes, dict[str, str]]:
     """An empty body and headers with a claim for `data`, which is stored first, addressed to
     whoever reads `subject`, for `ttl` seconds. `ClaimStoreFull` if the store is at its bound,
-    `PayloadTooLarge` if it cannot be written at all (missing, or this role may not)."""
+    `BusUnavailable` if the bus did not answer (both transient), `PayloadTooLarge` if the
+    store refused it otherwise or is missing and cannot be made."""
     prefix = subjects.claim_prefix(subjects.receiver_of(subject), _sender(nc), uuid.uuid4().hex)
     chunk = DEFAULT_LIMITS.claim_chunk_bytes
     count = max(1, -(-len(data) // chunk))
     js = nc.jetstream()
     try:
         await _store(js, prefix, data, chunk, count, ttl)
-    except (ClaimStoreFull, PayloadTooLarge):
+    except GymError:
         await _release(nc, prefix, count)  # the chunks that did fit: no one will read them
         raise
     return b"", {**(headers or {}), CLAIM: f"{prefix};{count};{_digest(data)}"}
@@ -184,8 +185,9 @@ async def check_in(
 async def check_in_when_room(
     nc: Client, subject: str, data: bytes, headers: Mapping[str, str] | None, *, ttl: float
 ) -> tuple[bytes, dict[str, str]]:
-    """`check_in`, waiting while the store is full (`CLAIM_STORE_RETRY`, minutes): for tasks
-    and results, which are worth the wait, as bodies leave the store when read."""
+    """`check_in`, tried again while the store is full or the bus away (`CLAIM_STORE_RETRY`,
+    minutes): for tasks and results, which are worth the wait, as bodies leave the store
+    when read."""
 
     def waiting(exc: GymError) -> None:
         log.warning("%s; trying again", exc)
@@ -193,7 +195,7 @@ async def check_in_when_room(
     return await retrying(
         lambda: check_in(nc, subject, data, headers, ttl=ttl),
         CLAIM_STORE_RETRY,
-        should_retry=lambda exc: isinstance(exc, ClaimStoreFull),
+        should_retry=lambda exc: exc.transient,
         on_retry=waiting,
     )
 
@@ -219,8 +221,8 @@ async def _store(
                     f"is full ({exc.description})"
                 ) from None
             raise PayloadTooLarge(f"{len(data)} bytes could not be stored ({exc.description})") from None
-        except (nats.errors.Error, TimeoutError) as exc:
-            raise PayloadTooLarge(
+        except (nats.errors.Error, TimeoutError) as exc:  # the bus is away (or refused this role)
+            raise BusUnavailable(
                 f"{len(data)} bytes could not be stored as a claim ({type(exc).__name__})"
             ) from None
 
@@ -238,8 +240,9 @@ async def _create(js: JetStreamContext) -> None:
 
 async def check_out(nc: Client, data: bytes, headers: Mapping[str, str] | None, *, release_it: bool) -> bytes:
     """The body a message stands for: `data` itself, or the claimed body (released at once
-    with `release_it`). `PayloadTooLarge` if the claim is malformed, or its body is gone,
-    changed or not this role's to read."""
+    with `release_it`). `PayloadTooLarge` if the claim is malformed or its body is gone or
+    changed; `BusUnavailable` if the bus did not answer (or the body is not this role's to
+    read: the server drops the request)."""
     claim = headers.get(CLAIM) if headers else None
     if claim is None:
         return data
@@ -270,8 +273,8 @@ async def _read(js: JetStreamContext, subject: str) -> bytes:
             if attempt + 1 == _READ_TRIES:
                 raise PayloadTooLarge(f"claimed body chunk {subject} is gone (expired or released)") from None
             await asyncio.sleep(0.05 * 2**attempt)
-        except (nats.errors.Error, TimeoutError) as exc:
-            raise PayloadTooLarge(f"claimed body chunk {subject} could not be read ({type(exc).__name__})") from None
+        except (nats.errors.Error, TimeoutError) as exc:  # the bus is away (or refused this role)
+            raise BusUnavailable(f"claimed body chunk {subject} could not be read ({type(exc).__name__})") from None
     raise AssertionError("unreachable")
 
 

@@ -47,6 +47,7 @@ from gymbus.schemas import (
     DEFAULT_TIMEOUTS,
     SEQ,
     TOKEN,
+    BusUnavailable,
     Limits,
     PayloadTooLarge,
     Timeouts,
@@ -175,7 +176,13 @@ class RunClient:
     async def _verified(self, batch: list[Msg]) -> list[RunResult]:
         verified, dropped = [], []
         for msg in batch:
-            result = await self._verify(msg)
+            try:
+                result = await self._verify(msg)
+            except BusUnavailable as exc:  # its claimed body could not be read now: later, then
+                log.warning("a result's body could not be read (%s); it comes again", exc)
+                if self.pulled is not None:
+                    self.pulled.done()
+                continue
             if result is None:
                 dropped.append(msg)
             else:

@@ -48,7 +48,6 @@ from gymbus.schemas import (
     DEFAULT_TIMEOUTS,
     WORKING,
     BadRequest,
-    ClaimStoreFull,
     DeadlineExceeded,
     FunctionFailed,
     GymError,
@@ -226,7 +225,7 @@ class _Served:
             if needs_claim(self.nc, data):
                 data, headers = await check_in(self.nc, subject, data, headers, ttl=self.late_reply)
             await self.nc.publish(subject, data, headers=headers)
-        except (ClaimStoreFull, PayloadTooLarge) as exc:
+        except GymError as exc:  # the claim store is full, or the bus away
             exc.message = f"reply of {len(data)} bytes could not be sent: {exc.message}"
             exc.subject = self.endpoint.subject
             body, headers = encode_error_reply(exc)
