@@ -47,7 +47,7 @@ import psutil
 from gymbus import bus
 from bench._cluster import WEATHER, WEATHER_AGENT, NatsServers, wait_until
 from bench.openai_stub import OpenAIStub, StubServer
-from gymbus.runner._secure import SecureLayout, secure_init
+from gymbus.runner.security._secure import SecureLayout, secure_init
 from gymbus.schemas import NotAuthorized
 
 __all__ = ["soak"]

@@ -33,7 +33,7 @@ AGENTS = [f"bench_agent_{i}" for i in range(5)]
 INDEX_RSS = """
 import resource, sys, time
 from pathlib import Path
-from gymbus.runner._view_index import RolloutIndex
+from gymbus.runner.viewer._index import RolloutIndex
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 started = time.perf_counter()
 index = RolloutIndex(Path(sys.argv[1]))

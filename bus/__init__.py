@@ -26,7 +26,7 @@ from ._discovery import (
     wait_served,
 )
 from ._embedded import EmbeddedServer, die_with_parent, find_server_binary, write_seed
-from ._gc import tune_gc
+from ._python_gc import tune_gc
 from ._hosting import ServeOptions, environment_service, model_service, serve_functions, worker_role_name
 from ._publish import TaskPublisher, task_headers
 from ._pull import Puller
@@ -52,7 +52,6 @@ from ._rollout import (
     BusModels,
     RolloutHandler,
     agent_service,
-    failure_row,
     rollout_task_handler,
     run_rollout,
 )
@@ -119,7 +118,6 @@ __all__ = [
     "ensure_streams",
     "environment_role",
     "environment_service",
-    "failure_row",
     "find_server_binary",
     "hosted_server_role",
     "inbox_prefix_for",

@@ -76,7 +76,7 @@ from gymbus.schemas import (
 from . import _subjects as subjects
 from ._replicas import replicas_of
 from ._retry import retrying
-from ._settle import settled
+from ._forming import retry_while_forming
 
 __all__ = [
     "CLAIM",
@@ -127,7 +127,7 @@ async def ensure_claim_store(js: JetStreamContext, max_bytes: int = DEFAULT_LIMI
     saying what is wrong with an existing one; a role that may not create it times out."""
     config = claim_store_config(max_bytes, replicas_of(js))
     try:
-        await settled(js, lambda: js.add_stream(config))
+        await retry_while_forming(js, lambda: js.add_stream(config))
     except nats.js.errors.APIError as exc:
         if exc.err_code != _EXISTS:
             raise BusUnavailable(

@@ -24,6 +24,7 @@ from gymbus.schemas import (
     BusUnavailable,
     Timeouts,
     seconds_left,
+    task_id,
 )
 
 from ._claim_checks import check_in_when_room, needs_claim
@@ -32,14 +33,14 @@ __all__ = ["TaskPublisher", "task_headers"]
 
 
 def task_headers(
-    run: str, seq: int, attempt: int, deadline: float, token: str | None = None
+    run_id: str, seq: int, attempt: int, deadline: float, token: str | None = None
 ) -> dict[str, str]:
-    """The headers of task `seq` of `run`: where its result goes, which attempt it is,
+    """The headers of task `seq` of run `run_id`: where its result goes, which attempt it is,
     when its work is dropped, and the runner's `token` (`bus._runkeys.task_token`), which
     the agent echoes on the result so the runner knows it answers this task."""
     headers = {
-        MSG_ID: f"{run}.{seq}.{attempt}",
-        RUN: run,
+        MSG_ID: task_id(run_id, seq, attempt),
+        RUN: run_id,
         SEQ: str(seq),
         DEADLINE: f"{deadline:.3f}",
         ATTEMPT: str(attempt),
@@ -78,21 +79,21 @@ class TaskPublisher:
             return
         self.pending.append((time.monotonic(), future, subject, body, headers))
         while self.pending and (len(self.pending) >= self.window or self.pending[0][1].done()):
-            await self._settle_oldest()
+            await self._confirm_oldest()
 
     async def wait_all(self) -> None:
         while self.pending:
-            await self._settle_oldest()
+            await self._confirm_oldest()
 
-    async def settle_due(self) -> None:
+    async def check_acks(self) -> None:
         """Check the acknowledgements that are in or overdue, even while publishing waits
         for a free slot (the slots may be held by tasks the server never stored)."""
         while self.pending and (
             self.pending[0][1].done() or time.monotonic() > self.pending[0][0] + self.timeouts.connect
         ):
-            await self._settle_oldest()
+            await self._confirm_oldest()
 
-    async def _settle_oldest(self) -> None:
+    async def _confirm_oldest(self) -> None:
         published, future, subject, body, headers = self.pending.popleft()
         left = published + self.timeouts.connect - time.monotonic()
         try:

@@ -40,7 +40,6 @@ from ._codec import error_from_reply
 __all__ = ["WorkerSilent", "request"]
 
 _STATUS = "Status"
-_SILENCE_CHECK = 0.5  # seconds between checks for requests gone silent (and for a closed connection)
 WATCH_TASK = "gymbus-request-watch"  # the silence watcher's task name starts with this
 _NO_RESPONDERS = "503"
 
@@ -102,7 +101,7 @@ class _Requester:
         # Ends with its connection: a watcher left running would keep waking, and keep
         # the closed client (and this requester) alive for good.
         while not self.nc.is_closed:
-            await asyncio.sleep(_SILENCE_CHECK)
+            await asyncio.sleep(DEFAULT_TIMEOUTS.silence_check)
             now = time.monotonic()
             for waiting in list(self.waiting.values()):
                 if now - waiting.heard > waiting.silence and not waiting.reply.done():

@@ -139,7 +139,7 @@ class RunClient:
     async def check_submitted(self) -> None:
         """Check the publish acknowledgements that are in or overdue (republishing a task
         the server never stored), even while submitting waits."""
-        await self.publisher.settle_due()
+        await self.publisher.check_acks()
 
     async def wait_submitted(self) -> None:
         """Until every submitted task is stored by the server."""

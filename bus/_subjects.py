@@ -131,8 +131,8 @@ def tasks_all() -> str:
     return "gym.tasks.>"
 
 
-def results(run: str) -> str:
-    return f"gym.results.{check_name(run, 'run')}"
+def results(run_id: str) -> str:
+    return f"gym.results.{check_name(run_id, 'run')}"
 
 
 def results_all() -> str:

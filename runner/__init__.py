@@ -1,4 +1,6 @@
-"""The `gym-runner` command line and rollout collection.
+"""The `gym-runner` command line and its commands, one room each (`collection/`,
+`verification/`, `viewer/`, `preparation/`, `training/`, `checks/`, `serving/`,
+`security/`); `cli.py` assembles them.
 
 `collect` fans the rows of a NeMo Gym JSONL out as durable tasks and gathers the
 rewarded rollouts; `verify` re-scores stored rollouts with today's verifiers; `serve`
@@ -8,18 +10,23 @@ and splits datasets; `check` tells an environment's author what it gets wrong.
 and `environment_reward`.
 """
 
-from ._check import CheckItem, check_environment
-from ._check_contract import EnvironmentContract
-from ._collect import CollectOptions, CollectResult, collect, run_id_for
-from ._plan import BadRow, Plan, PlannedRollout
-from ._prepare import PrepareOptions, PrepareReport, prepare
 from ._progress import ProgressView
-from ._serve import serve
-from ._trainer import BusRollouts, Sampling, environment_reward
-from ._trainer_data import prompt_messages, tasks_dataset
-from ._trainer_tokens import StitchError, TokenSequence, stitch
-from ._verify import VerifyOptions, VerifyPaths, VerifyReport, verify_rollouts
+from .checks import CheckItem, EnvironmentContract, check_environment
 from .cli import app, main
+from .collection import BadRow, CollectOptions, CollectResult, Plan, PlannedRollout, collect, run_id_for
+from .preparation import PrepareOptions, PrepareReport, prepare
+from .serving import serve
+from .training import (
+    BusRollouts,
+    Sampling,
+    StitchError,
+    TokenSequence,
+    environment_reward,
+    prompt_messages,
+    stitch,
+    tasks_dataset,
+)
+from .verification import VerifyOptions, VerifyPaths, VerifyReport, verify_rollouts
 
 __all__ = [
     "BadRow",

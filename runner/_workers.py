@@ -11,7 +11,7 @@ from pathlib import Path
 from gymbus.bus import ENV_VARS, BusAuth, ServeOptions, die_with_parent
 from gymbus.schemas import BusUnavailable
 
-from ._serve import worker_command
+from .serving._serve import worker_command
 
 __all__ = ["WorkerProcesses"]
 

@@ -45,6 +45,7 @@ from ._headers import (
     deadline_passed,
     header_int,
     seconds_left,
+    task_id,
 )
 from ._limits import (
     CALL_RETRY,
@@ -101,6 +102,7 @@ from ._rows import (
     RolloutStats,
     RolloutSummary,
     TaskRow,
+    failure_row,
     merge_row,
     row_fields,
 )
@@ -197,10 +199,12 @@ __all__ = [
     "header_int",
     "input_items",
     "item_text",
+    "failure_row",
     "merge_row",
     "output_text",
     "redact_url",
     "row_fields",
     "seconds_left",
+    "task_id",
     "write_schemas",
 ]

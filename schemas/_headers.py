@@ -43,6 +43,7 @@ __all__ = [
     "deadline_passed",
     "header_int",
     "seconds_left",
+    "task_id",
 ]
 
 SESSION = "Gym-Session"
@@ -58,6 +59,12 @@ CLAIM = "Gym-Claim"
 MSG_ID = "Nats-Msg-Id"
 ERROR = "Nats-Service-Error"
 ERROR_CODE = "Nats-Service-Error-Code"
+
+
+def task_id(run_id: str, seq: int | str, attempt: int | str) -> str:
+    """`<run>.<seq>.<attempt>`: one try of one task, everywhere it is named (its message
+    id, the message its token signs, its result's message id)."""
+    return f"{run_id}.{seq}.{attempt}"
 
 
 def deadline_of(headers: Mapping[str, str] | None) -> float | None:

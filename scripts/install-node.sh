@@ -2,7 +2,7 @@
 # Installs what needs Node.js: Node.js and npm from Debian's packages when they are missing,
 # then, each exactly as its package-lock.json pins it (`npm ci`), the Node.js producer
 # example's one npm package (examples/node: the official NATS client) and the one of
-# `gym-runner secure init --operator` (runner/_secure_jwt: NATS's official JWT library).
+# `gym-runner secure init --operator` (runner/security/sign_jwt: NATS's official JWT library).
 # Without them GymBus still works but for --operator: their tests are skipped (in CI they fail).
 cd "$(dirname "$0")/.." || exit 0
 missing=""
@@ -18,7 +18,7 @@ if [ -n "$missing" ]; then
         exit 0
     fi
 fi
-for folder in examples/node runner/_secure_jwt; do
+for folder in examples/node runner/security/sign_jwt; do
     npm ci --prefix "$folder" --no-audit --no-fund --loglevel=error || \
         echo "note: npm ci in $folder failed; the tests that need it will be skipped" >&2
 done

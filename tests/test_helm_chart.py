@@ -21,7 +21,7 @@ import trustme
 import yaml
 
 from gymbus import bus
-from gymbus.runner._secure import secure_init
+from gymbus.runner.security._secure import secure_init
 
 ROOT = Path(__file__).resolve().parent.parent
 K8S = ROOT / "deploy" / "kubernetes"

@@ -49,7 +49,7 @@ HEAVY = (
 
 SERVING = """
 import json, sys
-import gymbus.functions, gymbus.runner, gymbus.runner.cli, gymbus.runner._serve
+import gymbus.functions, gymbus.runner, gymbus.runner.cli, gymbus.runner.serving._serve
 from gymbus.functions import AGENTS, MODELS, MemoryState, ModelOptions, find, names
 from gymbus.bus import environment_service
 names()

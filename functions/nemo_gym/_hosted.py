@@ -256,7 +256,7 @@ def _agents(server: ServerConfig) -> tuple[Agent, ...]:
 def _simple_agent(name: str, environment: str, max_steps: int | None) -> Agent:
     return Agent(
         name=name,
-        run=AGENT_KINDS["simple_agent"],
+        rollout=AGENT_KINDS["simple_agent"],
         environment=environment,
         max_steps=max_steps or DEFAULT_LIMITS.max_steps,
         description=f"simple_agent over the NeMo Gym server {environment}",

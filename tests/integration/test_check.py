@@ -18,8 +18,8 @@ from nats.aio.client import Client
 from gymbus import bus
 from gymbus.bus import Endpoint, Handler, ServiceSpec, environment_service, subjects
 from gymbus.functions import Environment, MemoryState, Session, tool
-from gymbus.runner._check import CheckItem, check_environment
-from gymbus.runner._check_contract import EnvironmentContract
+from gymbus.runner.checks._check import CheckItem, check_environment
+from gymbus.runner.checks._contract import EnvironmentContract
 from gymbus.schemas import DEFAULT_TIMEOUTS, SeedRequest, VerifyRequest, VerifyResult
 
 pytestmark = pytest.mark.timeout(90)

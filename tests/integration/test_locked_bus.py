@@ -17,7 +17,7 @@ import trustme
 from gymbus import bus
 from bench import faults
 from bench._cluster import WEATHER, WEATHER_AGENT, NatsServers, count_lines, tally, wait_until
-from gymbus.runner._secure import SecureLayout, secure_init
+from gymbus.runner.security._secure import SecureLayout, secure_init
 from gymbus.schemas import NotAuthorized
 
 pytestmark = pytest.mark.timeout(120)

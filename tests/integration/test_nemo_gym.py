@@ -28,7 +28,7 @@ from gymbus import bus
 from bench._cluster import Cluster
 from gymbus.functions.nemo_gym import SessionRecord, locate, prepare
 from gymbus.runner import ProgressView, VerifyOptions, verify_rollouts
-from gymbus.runner._collect import CollectOptions, collect
+from gymbus.runner.collection._collect import CollectOptions, collect
 from gymbus.schemas import (
     SESSION,
     BadRequest,

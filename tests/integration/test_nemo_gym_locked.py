@@ -22,7 +22,7 @@ from gymbus import bus
 from gymbus import schemas
 from bench._cluster import NatsServers, tally
 from gymbus.functions.nemo_gym import locate, prepare
-from gymbus.runner._secure import SecureLayout, secure_init
+from gymbus.runner.security._secure import SecureLayout, secure_init
 
 pytestmark = pytest.mark.timeout(600)
 

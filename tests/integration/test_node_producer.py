@@ -22,7 +22,7 @@ import pytest
 from gymbus import bus
 from gymbus import schemas
 from bench._cluster import NatsServers
-from gymbus.runner._secure import SecureLayout, secure_init
+from gymbus.runner.security._secure import SecureLayout, secure_init
 from gymbus.bus import wait_served
 from tests.conftest import WEATHER, WEATHER_AGENT
 

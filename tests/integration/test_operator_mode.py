@@ -22,8 +22,8 @@ from gymbus import bus
 from gymbus import schemas
 from bench import faults
 from bench._cluster import WEATHER, WEATHER_AGENT, NatsServers, tally, wait_until
-from gymbus.runner import _secure_operator
-from gymbus.runner._secure import SecureLayout, secure_init
+from gymbus.runner.security import _operator
+from gymbus.runner.security._secure import SecureLayout, secure_init
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -32,7 +32,7 @@ RUNNER = [sys.executable, "-m", "gymbus.runner"]
 
 @pytest.fixture(scope="module")
 def operator_bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NatsServers, SecureLayout]]:
-    missing = _secure_operator.jwt_tool_missing()
+    missing = _operator.jwt_tool_missing()
     if missing:
         message = f"{missing} (sh scripts/install-node.sh installs both)"
         if os.environ.get("CI"):
@@ -120,7 +120,7 @@ async def test_the_jwts_lock_as_the_nkey_config_does(operator_bus: tuple[NatsSer
 def test_operator_mode_without_the_jwt_library_says_how_to_install_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_secure_operator, "JWT_TOOL", tmp_path / "nowhere")
+    monkeypatch.setattr(_operator, "JWT_TOOL", tmp_path / "nowhere")
     with pytest.raises(RuntimeError, match=r"npm ci --prefix .*nowhere|node is not installed"):
         secure_init(tmp_path / "secrets", [WEATHER], [], ["policy"], operator=True)
     assert not (tmp_path / "secrets" / "credentials").exists()  # nothing half made to block a retry

@@ -26,7 +26,7 @@ from gymbus import bus
 from gymbus import schemas
 from bench import faults
 from bench._cluster import WEATHER, WEATHER_AGENT, NatsServers, tally, wait_until
-from gymbus.runner._secure import SecureLayout, secure_init
+from gymbus.runner.security._secure import SecureLayout, secure_init
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gymbus.runner._join import UNMATCHED, InputIndex
+from gymbus.runner.verification._join import UNMATCHED, InputIndex
 from gymbus.schemas import InputError, RolloutFailed
 
 AGENT = {"type": "responses_api_agents", "name": "mcqa_simple_agent"}

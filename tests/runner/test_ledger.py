@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from gymbus.runner._ledger import Ledger
+from gymbus.runner.collection._ledger import Ledger
 
 
 async def test_a_seq_settled_before_its_launch_is_not_launched_and_keeps_no_slot() -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gymbus.runner._lock import OutputInUse, OutputLock
+from gymbus.runner.collection._lock import OutputInUse, OutputLock
 
-HOLD = "import sys; from pathlib import Path; from runner._lock import OutputLock; \
+HOLD = "import sys; from pathlib import Path; from gymbus.runner.collection._lock import OutputLock; \
 lock = OutputLock(Path(sys.argv[1])).__enter__(); print('held', flush=True); sys.stdin.read()"
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from gymbus.runner import CollectResult
 from gymbus.runner._metrics import Metrics
 from gymbus.runner._output import OutputPaths
-from gymbus.runner._sink import FailureTally
-from gymbus.runner._summary import ExitCode, agent_lines, exit_code, failure_lines, result_line
+from gymbus.runner.collection._sink import FailureTally
+from gymbus.runner.collection._summary import ExitCode, agent_lines, exit_code, failure_lines, result_line
 from gymbus.schemas import row_fields
 
 MCQA = "mcqa_simple_agent"

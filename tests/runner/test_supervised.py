@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gymbus.runner._collect import _supervised
+from gymbus.runner.collection._collect import _supervised
 
 
 async def test_a_helper_that_dies_ends_the_work_with_its_error() -> None:

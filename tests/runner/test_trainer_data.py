@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from gymbus.runner import prompt_messages, tasks_dataset
-from gymbus.runner._trainer_data import TaskIndex
+from gymbus.runner.training._data import TaskIndex
 from gymbus.schemas import InputError, ResponsesCreateParams
 from tests.conftest import EXAMPLES
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gymbus.runner._trainer import check_weight_sync
+from gymbus.runner.training._rollouts import check_weight_sync
 
 
 def args(**settings: object) -> SimpleNamespace:

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from gymbus.runner._view import view_files
-from gymbus.runner._view_app import _make_app, _names_of, _Source
-from gymbus.runner._view_html import PageTooLarge, render_html
-from gymbus.runner._view_index import RolloutIndex
+from gymbus.runner.viewer._view import view_files
+from gymbus.runner.viewer._app import _make_app, _names_of, _Source
+from gymbus.runner.viewer._html import PageTooLarge, render_html
+from gymbus.runner.viewer._index import RolloutIndex
 from gymbus.schemas import ViewLimits
 from tests.runner.test_view_index import indexed, rollout, write
 
@@ -142,6 +142,9 @@ def test_a_large_file_embeds_a_bounded_page_or_is_refused_naming_the_limit(tmp_p
 
 
 def test_no_other_command_loads_the_viewer_or_a_web_server() -> None:
-    code = "import sys, runner, runner.cli; print(sorted(m for m in sys.modules if 'view' in m or m == 'aiohttp.web'))"
+    code = (
+        "import sys, gymbus.runner, gymbus.runner.cli; print(sorted(m for m in sys.modules if m == 'aiohttp.web'"
+        " or m.startswith('gymbus.runner.viewer.') and m != 'gymbus.runner.viewer._command'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gymbus.runner._view_index import FileChanged, Query, RolloutIndex
-from gymbus.runner._view_rows import NotARow, summarize
+from gymbus.runner.viewer._index import FileChanged, Query, RolloutIndex
+from gymbus.runner.viewer._rows import NotARow, summarize
 from gymbus.schemas import VIEW_LIMITS, ViewLimits
 
 

@@ -1,0 +1,39 @@
+"""What the commands print: to stderr, one line at a time, never wrapped (file:line
+references stay whole for grep and editors)."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+__all__ = ["LISTED", "err", "fail", "say", "show_list"]
+
+LISTED = 20
+"""Items a report lists (disagreements, failures); the sidecar files hold them all."""
+
+err = Console(stderr=True)
+
+
+def say(line: str, style: str | None = None) -> None:
+    """One line, never wrapped (file:line references stay whole for grep and editors)."""
+    err.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+def show_list(title: str, lines: list[str], total: int) -> None:
+    """A titled list of the first `LISTED` lines, and how many more there are."""
+    if not total:
+        return
+    err.print(f"[yellow]{title}:[/yellow]")
+    for line in lines:
+        say(f"  {line}")
+    if total > LISTED:
+        err.print(f"  … and {total - LISTED} more")
+
+
+def fail(message: str) -> NoReturn:
+    # Not markup (`[Errno 28]` is text), never wrapped (paths stay whole for grep and editors).
+    err.print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
+    raise typer.Exit(1)

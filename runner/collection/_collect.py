@@ -1,0 +1,413 @@
+"""`gym-runner collect`: from an input JSONL to rewarded rollouts, through the task queue.
+
+0. Take the output's lock (`_lock`): one run per output file.
+1. Plan: validate the input and number its rollouts (`_plan`).
+2. Connect: `NATS_URL`, or an embedded server plus the workers the dataset's agents need.
+3. Submit each rollout as a task of the run (`bus.RunClient`: signed, deduplicated, durable),
+   at most `--concurrency` in flight; each carries a deadline.
+4. Write each result once as it arrives (`_sink`); a rollout whose result has not come
+   by its deadline (plus a grace) is written as a failure, so no straggler holds the run.
+5. Write the aggregate metrics; clean the run's results off the bus.
+
+With `--resume`, keys already in the rollouts file are skipped, and keys that failed
+fewer than `max_attempts` times are tried again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Coroutine
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+
+from gymbus.bus import (
+    Bus,
+    EmbeddedServer,
+    RunClient,
+    ServeOptions,
+    is_served,
+    open_bus,
+    subjects,
+    wait_served,
+)
+from gymbus.functions import AGENTS, ModelOptions, policy_adapter
+from gymbus.schemas import (
+    DEFAULT_LIMITS,
+    DEFAULT_TIMEOUTS,
+    INPUT_LINE,
+    BusUnavailable,
+    ClaimStoreFull,
+    Limits,
+    PayloadTooLarge,
+    Timeouts,
+    failure_row,
+)
+
+from .._metrics import Metrics
+from .._output import MaterializedInputs, OutputPaths, Progressed, read_progress, write_whole
+from .._progress import ProgressView
+from .._workers import WorkerProcesses
+from ._ledger import InFlight, Ledger
+from ._lock import OutputLock
+from ._plan import BadRow, Plan, PlannedRollout
+from ._sink import FailureTally, ResultSink
+
+__all__ = ["CollectOptions", "CollectResult", "collect", "run_id_for"]
+
+log = logging.getLogger("gymbus.collect")
+
+_T = TypeVar("_T")
+
+
+
+@dataclass(frozen=True)
+class CollectOptions:
+    input: Path
+    output: Path
+    agent: str | None = None
+    limit: int | None = None
+    num_repeats: int = 1
+    concurrency: int = DEFAULT_LIMITS.collect_concurrency
+    resume: bool = False
+    workers: int = DEFAULT_LIMITS.embedded_workers
+    """Worker processes to start when running on the embedded server."""
+    model: ModelOptions | None = None
+    """An OpenAI-compatible endpoint; `None` means the offline policy."""
+    nats_url: str | None = None
+    max_attempts: int = DEFAULT_LIMITS.max_attempts
+    """Attempts per rollout across `--resume`s before its failure is final."""
+    limits: Limits = DEFAULT_LIMITS
+    timeouts: Timeouts = DEFAULT_TIMEOUTS
+
+
+@dataclass
+class CollectResult:
+    paths: OutputPaths
+    planned: int
+    """Rollouts the input asks for, counting each bad row as one."""
+    written: int
+    """Rollouts this run wrote to the rollouts file."""
+    failed: int
+    """Failure rows this run wrote (failed rollouts and bad input rows)."""
+    skipped: int
+    """Planned rollouts an earlier run settled for good (`--resume`)."""
+    seconds: float
+    """The whole command, starting the bus and workers included."""
+    metrics: Metrics
+    interrupted: bool = False
+    run_id: str = ""
+    workers_log: Path | None = None
+    """Where the workers this run started wrote their output; `None` if it started none."""
+    done_before: int = 0
+    """Of the skipped, those that are rollouts (the others are final failures)."""
+    collecting: float = 0.0
+    """Seconds from the first task published to the last result written."""
+    failures: FailureTally = field(default_factory=FailureTally)
+    """This run's failure rows by class."""
+
+    @property
+    def rollouts(self) -> int:
+        """Planned rollouts now in the rollouts file, from this run or an earlier one."""
+        return self.written + self.done_before
+
+    @property
+    def rate(self) -> float | None:
+        """Rollouts (and failures) this run finished per second of collecting; `None` if none."""
+        finished = self.written + self.failed
+        return finished / self.collecting if finished and self.collecting > 0 else None
+
+
+def run_id_for(options: CollectOptions) -> str:
+    """A run id that is the same for the same arguments and input file, so `--resume`
+    finds the results an interrupted run left on the bus."""
+    stat = options.input.stat()
+    key = "|".join(
+        str(part)
+        for part in (
+            options.input.resolve(), stat.st_size, stat.st_mtime_ns, options.output.resolve(),
+            options.limit, options.num_repeats, options.agent,
+        )
+    )  # fmt: skip
+    return "r" + hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+
+
+async def collect(
+    options: CollectOptions, view: ProgressView, stop_publishing: asyncio.Event
+) -> CollectResult:
+    """Run a collection; see the module docstring. `stop_publishing` ends it early, after
+    the rollouts already in flight are written. `OutputInUse` at once if another run is
+    writing the same output."""
+    with OutputLock(options.output):
+        return await _collect(options, view, stop_publishing)
+
+
+async def _collect(
+    options: CollectOptions, view: ProgressView, stop_publishing: asyncio.Event
+) -> CollectResult:
+    started = time.monotonic()
+    paths = OutputPaths.for_output(options.output)
+    metrics = Metrics()
+    progressed = await read_progress(paths, metrics) if options.resume else Progressed(set(), Counter())
+    if not options.resume:
+        paths.start_fresh()
+    paths.rollouts.parent.mkdir(parents=True, exist_ok=True)
+    plan = await Plan.scan(
+        options.input, limit=options.limit, num_repeats=options.num_repeats, default_agent=options.agent
+    )
+    async with open_bus(options.nats_url, name="gym-runner collect", timeouts=options.timeouts) as bus:
+        workers = await _start_workers(options, plan, bus) if bus.embedded is not None else []
+        stop_within = options.timeouts.drain + 5
+        try:
+            served = {name for name in plan.agents if await is_served(bus.nc, name)}
+            run_id = run_id_for(options)
+            client = await RunClient.open(
+                bus.nc, run_id, resume=options.resume, limits=options.limits, timeouts=options.timeouts
+            )
+            ledger = Ledger(plan.total, options.concurrency)
+            sink = ResultSink(client, ledger, paths, metrics, view, progressed)
+            sink.start()
+            await client.watch_given_up(lambda seq, deliveries: _given_up(sink, seq, deliveries))
+            view.start(plan.total, already=0)
+            state = _RunState(options, plan, progressed, served, client, ledger, sink, view, stop_publishing)
+            counts = await _run(state, _watch_processes(bus.embedded, workers))
+            collecting = view.elapsed()
+            finished = ledger.settled == ledger.total
+            await sink.stop(forget=finished)
+        except asyncio.CancelledError:
+            stop_within = options.timeouts.kill_grace  # stopping now: their work is abandoned
+            raise
+        except Exception as exc:
+            _raise_if_gone(bus.embedded, exc)  # the cause, not how it was first noticed
+            raise
+        finally:
+            # In a thread: the connection keeps answering the server's pings meanwhile.
+            await asyncio.gather(*(asyncio.to_thread(group.stop, stop_within) for group in workers))
+    view.stop()
+    await _write_metrics(paths, metrics)
+    return CollectResult(
+        paths=paths,
+        planned=plan.total,
+        written=sink.rollouts.lines,
+        failed=sink.failures.lines,
+        skipped=counts["skipped"],
+        seconds=time.monotonic() - started,
+        metrics=metrics,
+        interrupted=not finished,
+        run_id=run_id,
+        workers_log=paths.workers_log if workers else None,
+        done_before=counts["done_before"],
+        collecting=collecting,
+        failures=sink.failed,
+    )
+
+
+async def _start_workers(options: CollectOptions, plan: Plan, bus: Bus) -> list[WorkerProcesses]:
+    known = AGENTS
+    needed = [name for name in plan.agents if name in known]
+    if not needed:
+        return []
+    model = policy_adapter(options.model)
+    functions = sorted({*needed, *(known[name].environment for name in needed), model})
+    serve = ServeOptions(
+        functions=tuple(functions), model=options.model or ModelOptions(), limits=options.limits
+    )
+    # Models an agent calls besides the policy (a user simulator) are served by the same adapter.
+    others = sorted({other for name in needed for other in known[name].other_models})
+    log = OutputPaths.for_output(options.output).workers_log
+    url, nc, auth = bus.url, bus.nc, bus.worker_auth()
+    workers = [WorkerProcesses(serve, url, log, options.workers, auth)]
+    workers += [
+        WorkerProcesses(replace(serve, functions=(model,), served_model=other), url, log, auth=auth)
+        for other in others
+    ]
+    waits = [
+        [*needed, *{known[name].environment for name in needed}, "policy"],
+        *([other] for other in others),
+    ]
+    for group in workers:
+        group.start()
+    try:
+        for group, services in zip(workers, waits, strict=True):
+            await wait_served(nc, services, timeout=options.timeouts.worker_start, check=group.check)
+    except BaseException:
+        for group in workers:
+            group.stop(options.timeouts.drain)  # none left running without us
+        raise
+    return workers
+
+
+@dataclass
+class _RunState:
+    """What publishing a run shares with the rest of `collect`."""
+
+    options: CollectOptions
+    plan: Plan
+    progressed: Progressed
+    served: set[str]
+    client: RunClient
+    ledger: Ledger
+    sink: ResultSink
+    view: ProgressView
+    stop_publishing: asyncio.Event
+
+
+async def _run(state: _RunState, watchdog: Coroutine[Any, Any, None]) -> dict[str, int]:
+    options = state.options
+    materialized = MaterializedInputs(OutputPaths.for_output(options.output))
+    expiry = asyncio.create_task(_expire_forever(state.ledger, state.sink, state.client, options.timeouts.result_grace))
+    watching = asyncio.create_task(watchdog, name="the process watch")
+    publishing = asyncio.create_task(_publish_all(state, materialized))
+    try:
+        return await _supervised(publishing, expiry, watching, state.sink.loop_task)
+    finally:
+        for helper in (expiry, watching, publishing):
+            helper.cancel()
+        await asyncio.gather(expiry, watching, publishing, return_exceptions=True)
+        materialized.abandon()  # unless complete: then there is nothing left to abandon
+
+
+async def _watch_processes(server: EmbeddedServer | None, workers: list[WorkerProcesses]) -> None:
+    """Raise once the processes this run started can no longer do its work (the embedded
+    server exited, or every worker did), rather than wait for results that cannot come."""
+    while True:
+        await asyncio.sleep(0.5)
+        _raise_if_gone(server)
+        for group in workers:
+            group.check_any_alive()
+
+
+def _raise_if_gone(server: EmbeddedServer | None, cause: BaseException | None = None) -> None:
+    if server is None:
+        return
+    code = server.exit_code if cause is None else server.exit_code_within(DEFAULT_TIMEOUTS.server_ping)
+    if code is not None:
+        raise BusUnavailable(f"the embedded nats-server exited with code {code}") from cause
+
+
+async def _publish_all(state: _RunState, materialized: MaterializedInputs) -> dict[str, int]:
+    counts = {"skipped": 0, "done_before": 0}
+    timeouts = state.options.timeouts
+    async for item in state.plan.rollouts():
+        if state.stop_publishing.is_set():
+            break
+        if isinstance(item, PlannedRollout):
+            await materialized.add(item.body)
+        if _written_before(item, state.progressed, state.options.max_attempts):
+            state.ledger.settle(item.seq)
+            state.view.skip(1)
+            counts["skipped"] += 1
+            counts["done_before"] += _done_before(item, state.progressed)
+        elif isinstance(item, BadRow):
+            state.sink.record(item.seq, _bad_row(item))
+        elif item.agent not in state.served:
+            state.sink.record(item.seq, _unserved_row(item))
+        else:
+            await _launch(item, state, timeouts)
+    else:
+        await materialized.complete()
+    await state.client.wait_submitted()
+    await _wait_settled(state.ledger, state.stop_publishing)
+    return counts
+
+
+async def _supervised(work: asyncio.Task[_T], *helpers: asyncio.Task[Any] | None) -> _T:
+    """`work`'s result. A helper that stops first (the disk is full, the bus has been
+    gone for a minute) ends `work` with the helper's error, rather than leaving it waiting
+    for results nobody will write."""
+    watched = {work, *(helper for helper in helpers if helper is not None)}
+    await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+    if work.done():
+        return work.result()
+    stopped = next(helper for helper in watched if helper.done())
+    work.cancel()
+    await asyncio.gather(work, return_exceptions=True)
+    stopped.result()  # raises what stopped it
+    raise RuntimeError(f"{stopped.get_name()} stopped before the collection ended")
+
+
+def _written_before(item: PlannedRollout | BadRow, progressed: Progressed, max_attempts: int) -> bool:
+    """Whether an earlier run wrote `item`'s row for good: a rollout, its last allowed
+    failure, or the failure row of a bad input line."""
+    if isinstance(item, BadRow):
+        return item.line in progressed.bad_lines
+    key = (item.task_index, item.rollout_index)
+    return key in progressed.done or progressed.failed[key] >= max_attempts
+
+
+def _done_before(item: PlannedRollout | BadRow, progressed: Progressed) -> bool:
+    return isinstance(item, PlannedRollout) and (item.task_index, item.rollout_index) in progressed.done
+
+
+async def _launch(item: PlannedRollout, state: _RunState, timeouts: Timeouts) -> None:
+    # The deadline starts once a slot is free: waiting for one is not the rollout's time.
+    entry = await state.ledger.launch(
+        item.seq, item.task_index, item.rollout_index, item.agent, timeouts.rollout
+    )
+    if entry is None:
+        return
+    attempt = state.progressed.failed[(item.task_index, item.rollout_index)]
+    try:
+        await state.client.submit(item.agent, item.body, item.seq, attempt, entry.deadline)
+    except (ClaimStoreFull, PayloadTooLarge) as exc:  # a row too big to send now: written as failed
+        state.sink.record(item.seq, entry.failure_row(exc.type, f"the task could not be sent: {exc}"))
+
+
+async def _wait_settled(ledger: Ledger, stop_publishing: asyncio.Event) -> None:
+    """Until every rollout is settled, or (after a stop) every launched one is."""
+    while not ledger.all_settled.is_set():
+        if stop_publishing.is_set() and not ledger.in_flight:
+            return
+        try:
+            async with asyncio.timeout(0.2):  # not wait_for, which can drop a cancellation
+                await ledger.all_settled.wait()
+        except TimeoutError:
+            pass
+
+
+async def _expire_forever(ledger: Ledger, sink: ResultSink, client: RunClient, grace: float) -> None:
+    while True:
+        await asyncio.sleep(1.0)
+        await client.check_submitted()
+        for seq, entry in ledger.expired(time.time() - grace):
+            sink.record(seq, _expired_row(entry))
+
+
+def _given_up(sink: ResultSink, seq: int, deliveries: int) -> None:
+    entry = sink.ledger.in_flight.get(seq)
+    if entry is not None:
+        message = (
+            f"the task was delivered {deliveries} times and never finished: its agent worker "
+            "died or hung on it each time (see the workers' log)"
+        )
+        sink.record(seq, entry.failure_row("deliveries_exhausted", message))
+
+
+def _expired_row(entry: InFlight) -> bytes:
+    message = "no result arrived before the rollout's deadline; the rollout was dropped"
+    return entry.failure_row("deadline_exceeded", message)
+
+
+def _unserved_row(item: PlannedRollout) -> bytes:
+    subject = subjects.agent_run(item.agent)
+    known = sorted(AGENTS)
+    hint = (
+        f"start one with `gym-runner serve {item.agent}`"
+        if item.agent in known
+        else (f"{item.agent} is not a built-in agent (built-in: {', '.join(known)})")
+    )
+    return failure_row(item.body, "no_worker", f"no worker serves {subject}: {hint}")
+
+
+def _bad_row(item: BadRow) -> bytes:
+    return failure_row(b"", "invalid_input", str(item.error), **{INPUT_LINE: item.line})
+
+
+async def _write_metrics(paths: OutputPaths, metrics: Metrics) -> None:
+    await write_whole(paths.metrics, (json.dumps(metrics.aggregate(), indent=2) + "\n").encode())

@@ -1,0 +1,126 @@
+"""`gym-runner collect`: the command, its report and its exit status."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gymbus.bus import nats_url_from_env
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
+
+from .._console import err, fail, say
+from .._interrupts import Interrupts, interrupted_exit_code
+from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
+from .._output import WriteFailed
+from .._progress import ProgressView
+from ._collect import CollectOptions, CollectResult, collect
+from ._lock import OutputInUse
+from ._summary import agent_lines, exit_code, failure_lines, plural, result_line
+
+__all__ = ["collect_command"]
+
+
+def collect_command(
+    input: Annotated[
+        Path, typer.Option("--input", "-i", help="Input JSONL: one task per line (NeMo Gym format).")
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Rollouts JSONL to write; sidecar files go beside it.")
+    ],
+    agent: Annotated[
+        str | None, typer.Option("--agent", "-a", help="Agent for rows without `agent_ref`.")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Use only the first N input rows.", min=1)] = None,
+    num_repeats: Annotated[int, typer.Option(help="Rollouts per row (repeats are consecutive).", min=1)] = 1,
+    concurrency: Annotated[
+        int, typer.Option(help="Most rollouts in flight at once.", min=1)
+    ] = DEFAULT_LIMITS.collect_concurrency,
+    resume: Annotated[
+        bool, typer.Option(help="Keep rollouts already written; run only the missing ones.")
+    ] = False,
+    workers: Annotated[
+        int, typer.Option(help="Worker processes to start (embedded server only).", min=1)
+    ] = DEFAULT_LIMITS.embedded_workers,
+    rollout_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a rollout may take from publishing; later it is dropped as a failure.", min=1
+        ),
+    ] = DEFAULT_TIMEOUTS.rollout,
+    model_url: ModelUrl = None,
+    model: ModelName = None,
+    model_api_key: ModelKey = None,
+    model_api: ModelApi = "responses",
+    token_capture: TokenCapture = True,
+) -> None:
+    """Collect rewarded rollouts for every row of an input JSONL.
+
+    With no NATS_URL set, starts an embedded nats-server and the workers the dataset's agents need
+    (environment, agent, and the offline policy unless a model URL is given), collects, and stops them.
+    With NATS_URL set, uses the workers already serving there.
+
+    Example:
+
+        gym-runner collect -i examples/example_single_tool_call.jsonl -o results/weather.jsonl \\
+            --agent example_single_tool_call_simple_agent --num-repeats 4
+
+    Exit status: **0** every planned rollout is in the rollouts file; **1** the command could not
+    run or stopped on an error (unreachable NATS_URL, missing input, output in use by another run,
+    disk full); **2** bad usage; **3** finished, but some rollouts or input rows are in the failures
+    file; **4** finished with no rollout (all failed, every row was bad, or the input is empty);
+    **130** / **143** interrupted by Ctrl-C / SIGTERM (`--resume` finishes the run).
+    """
+    options = CollectOptions(
+        input=input, output=output, agent=agent, limit=limit, num_repeats=num_repeats, concurrency=concurrency,
+        resume=resume, workers=workers, nats_url=nats_url_from_env(),
+        model=model_options(model_url, model, model_api_key, model_api, token_capture) if model_url else None,
+        timeouts=replace(DEFAULT_TIMEOUTS, rollout=rollout_timeout),
+    )  # fmt: skip
+    if not input.exists():
+        fail(f"input file not found: {input}")
+    result, interrupted_by = asyncio.run(_collect_until_interrupted(options))
+    _report(result)
+    if result.interrupted:
+        raise typer.Exit(interrupted_exit_code(interrupted_by))
+    raise typer.Exit(exit_code(result))
+
+
+async def _collect_until_interrupted(options: CollectOptions) -> tuple[CollectResult, int | None]:
+    """The result, and the signal that interrupted it (first: stop publishing, finish what is
+    in flight; second: stop now)."""
+    stop_publishing = asyncio.Event()
+    view = ProgressView(err)
+    interrupts = Interrupts(stop_publishing, "finishing the rollouts in flight", view.note)
+    try:
+        return await collect(options, view, stop_publishing), interrupts.signal
+    except asyncio.CancelledError:
+        view.stop()
+        err.print("stopped; rollouts written so far are complete lines. Re-run with --resume to finish.")
+        raise typer.Exit(interrupts.exit_code) from None
+    except WriteFailed as exc:
+        view.stop()
+        fail(f"{exc}; the files are whole as they are: make room, then run the same command with --resume")
+    except (GymError, OSError, OutputInUse) as exc:
+        view.stop()
+        fail(str(exc))
+
+
+def _report(result: CollectResult) -> None:
+    say(result_line(result))
+    if result.failed:
+        say(f"{plural(result.failed, 'failure')} by class:", style="yellow")
+        for line in failure_lines(result):
+            say(line)
+    for line in agent_lines(result):
+        say(line)
+    if result.interrupted:
+        say("interrupted: re-run the same command with --resume to finish", style="yellow")
+    paths = result.paths
+    for title, path in (("Rollouts", paths.rollouts), ("Failures", paths.failures),
+                        ("Aggregate metrics", paths.metrics), ("Worker log", result.workers_log)):  # fmt: skip
+        if path is not None and path.exists():
+            say(f"{title}: {path}")

@@ -1,0 +1,115 @@
+"""`gym-runner prepare`: the command and its report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .._console import err, fail, say
+from ._prepare import PrepareOptions, PrepareReport, prepare
+from ._sources import HF_PREFIX, parse_source
+
+__all__ = ["prepare_command"]
+
+
+def prepare_command(
+    inputs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="JSONL datasets (NeMo Gym rows), each `PATH` or `PATH=AGENT` (the agent for its rows "
+            "without `agent_ref`).",
+            show_default=False,
+        ),
+    ] = None,
+    output_dir: Annotated[
+        Path,
+        typer.Option(
+            "--output-dir", "-o", help="Directory to write train.jsonl, validation.jsonl and their metrics."
+        ),
+    ] = Path("prepared"),
+    hf: Annotated[
+        list[str],
+        typer.Option(
+            "--hf",
+            help="A Hugging Face dataset, `REPO[:SPLIT][=AGENT]` (split `train` by default), read with the "
+            "`datasets` library (pip install 'gymbus[train]'); repeatable.",
+        ),
+    ] = [],  # noqa: B006
+    agent: Annotated[
+        str | None, typer.Option("--agent", "-a", help="Agent for rows without `agent_ref` (all sources).")
+    ] = None,
+    balance: Annotated[
+        bool,
+        typer.Option(help="Take as many rows from each source as the smallest one has (a random sample)."),
+    ] = False,
+    shuffle: Annotated[bool, typer.Option(help="Shuffle the blended rows (with --seed).")] = True,
+    seed: Annotated[int, typer.Option(help="Seed of the shuffle, the balancing sample and the split.")] = 0,
+    validation_fraction: Annotated[
+        float | None,
+        typer.Option(help="Hold out this fraction of the rows as validation.jsonl.", min=0.0, max=1.0),
+    ] = None,
+    validation_count: Annotated[
+        int | None, typer.Option(help="Hold out this many rows as validation.jsonl.", min=0)
+    ] = None,
+) -> None:
+    """Validate datasets and prepare them for `collect` or training, as NeMo Gym's `ng_prepare_data`
+    (`gym dataset collate`) does: every row is checked as `collect` checks it, and every bad one is
+    reported as file:line: field and left out (the exit status is then 1); `agent_ref` is stamped on
+    rows without one; several datasets are blended (`--balance`: to equal size) and shuffled with a
+    seed; a validation split is held out; and NeMo Gym's dataset metrics (`<split>_metrics.json`:
+    number of examples, tools, turns, JSON-dumped words, temperature, and a summary of every other
+    field) are written beside each file. When several datasets are blended, their rows'
+    `_ng_task_index` / `_ng_rollout_index` are removed (each dataset numbered its tasks from 0).
+
+    Writes OUTPUT_DIR/train.jsonl, train_metrics.json, validation.jsonl, validation_metrics.json and
+    bad_rows.txt (every bad row).
+
+    Examples:
+
+        gym-runner prepare examples/mcqa.jsonl -o prepared/mcqa
+
+        gym-runner prepare examples/mcqa.jsonl examples/example_multi_step.jsonl --balance --seed 7 \\
+            --validation-fraction 0.1 -o prepared/blend
+
+        gym-runner prepare raw.jsonl=mcqa_simple_agent --hf nvidia/Nemotron-RL-knowledge-mcqa:train=mcqa_simple_agent \\
+            --validation-count 500 -o prepared/mcqa
+    """
+    if validation_fraction is not None and validation_count is not None:
+        fail("give --validation-fraction or --validation-count, not both")
+    specs = [*(inputs or []), *(f"{HF_PREFIX}{one}" for one in hf)]
+    if not specs:
+        fail("name at least one dataset: a JSONL path or --hf REPO[:SPLIT]")
+    try:
+        sources = tuple(parse_source(spec, agent) for spec in specs)
+        options = PrepareOptions(
+            sources=sources, output_dir=output_dir, seed=seed, shuffle=shuffle, balance=balance,
+            validation_fraction=validation_fraction, validation_count=validation_count,
+        )  # fmt: skip
+        report = prepare(options)
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
+    _report_prepare(report)
+    if report.bad:
+        raise typer.Exit(1)
+
+
+def _report_prepare(report: PrepareReport) -> None:
+    for source in report.sources:
+        say(f"{source.name}: {source.good} good rows, {source.bad} bad; {source.used} used")
+    if report.bad:
+        err.print(f"[yellow]Bad rows, left out ({report.bad}):[/yellow]")
+        for line in report.bad_listed:
+            say(f"  {line}")
+        if report.bad > len(report.bad_listed):
+            say(f"  ... and {report.bad - len(report.bad_listed)} more")
+        say(f"Every bad row: {report.bad_rows}")
+    if report.stamped:
+        say(f"Stamped agent_ref on {report.stamped} rows")
+    if report.renumbered:
+        say(f"Removed _ng_task_index/_ng_rollout_index from {report.renumbered} blended rows")
+    say(f"Train: {report.train} ({report.train_rows} rows; metrics {report.metrics_of(report.train)})")
+    if report.validation_rows:
+        metrics = report.metrics_of(report.validation)
+        say(f"Validation: {report.validation} ({report.validation_rows} rows; metrics {metrics})")

@@ -1,0 +1,155 @@
+"""`gym-runner serve`, `gym-runner status` and `gym-runner nemo-gym install`: the commands."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import replace
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from gymbus.bus import QueueDepth, ServeOptions, ServiceStats, nats_url_from_env, open_bus
+from gymbus.functions import names
+from gymbus.functions.nemo_gym import is_nemo_gym
+from gymbus.functions.nemo_gym import prepare as prepare_nemo_gym
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
+
+from .._console import fail, say
+from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
+from ._serve import serve
+from ._status import gather_status, render_status, status_json
+
+__all__ = ["nemo_gym_install_command", "serve_command", "status_command"]
+
+
+def serve_command(
+    functions: Annotated[list[str], typer.Argument(help="Functions to serve: environments, agents, models.")],
+    replicas: Annotated[int, typer.Option(help="Worker processes; they share each subject.", min=1)] = 1,
+    served_model: Annotated[
+        str, typer.Option(help="Model name agents call; a model function serves it.")
+    ] = "policy",
+    model_url: ModelUrl = None,
+    model: ModelName = None,
+    model_api_key: ModelKey = None,
+    model_api: ModelApi = "responses",
+    token_capture: TokenCapture = True,
+    ack_wait: Annotated[
+        float,
+        typer.Option(
+            help="Seconds without a heartbeat before a task of a dead agent worker goes to another.", min=1
+        ),
+    ] = DEFAULT_TIMEOUTS.ack_wait,
+    concurrency: Annotated[
+        int, typer.Option(help="Rollouts each agent worker process runs at once.", min=1)
+    ] = DEFAULT_LIMITS.agent_concurrency,
+) -> None:
+    """Serve functions until Ctrl-C or SIGTERM (in-flight work finishes first).
+
+    Connects to NATS_URL; with none set, starts an embedded nats-server and prints its URL.
+
+    `nemo-gym:<server>` hosts a NeMo Gym resources server unchanged (`<server>` of the
+    nemo-gym 0.4.0 package, `<server>/<config>`, or the path of your own server's
+    directory): in its own virtual environment (built once; needs Python 3.12+), started on
+    a loopback port, served as the environment `<server>` with the simple agents its
+    config declares. Works: servers whose tools and verify run locally (about 33 of the
+    package's 95; 20 re-verify NeMo Gym's own example rollouts with its stored rewards);
+    their judges are GymBus models (`policy`, or the name the config gives). Need keys:
+    web search and servers with their own hosted judge endpoint (about 20). Need containers,
+    sandbox services or GPUs (10). Driven by agents GymBus does not run (gymnasium,
+    tool-simulation, ...: 19). Some download data at start-up (they need the internet).
+    See docs/nemo-gym.md.
+
+    Examples:
+
+        gym-runner serve example_single_tool_call --replicas 2
+
+        gym-runner serve example_single_tool_call example_single_tool_call_simple_agent offline
+
+        gym-runner serve openai --model-url http://localhost:8000/v1 --model Qwen/Qwen3-4B --model-api chat
+
+        gym-runner serve vllm --model-url http://gpu1:8000/v1,http://gpu2:8000/v1
+
+        gym-runner serve nemo-gym:example_session_state_mgmt --replicas 2
+
+        gym-runner serve nemo-gym:structured_outputs/structured_outputs_json offline
+    """
+    known = names()
+    unknown = [name for name in functions if name not in known and not is_nemo_gym(name)]
+    if unknown:
+        fail(
+            f"unknown function(s): {', '.join(unknown)}; known: {', '.join(known)}, "
+            "and NeMo Gym servers as nemo-gym:<server>"
+        )
+    options = ServeOptions(
+        functions=tuple(functions),
+        model=model_options(model_url, model, model_api_key, model_api, token_capture),
+        served_model=served_model,
+        limits=replace(DEFAULT_LIMITS, agent_concurrency=concurrency),
+        timeouts=replace(DEFAULT_TIMEOUTS, ack_wait=ack_wait),
+    )
+    if "openai" in functions and not options.model.model:
+        fail("the openai model adapter needs a model name: --model NAME or POLICY_MODEL")
+    if "openai" in functions and options.model.api == "vllm":
+        fail("--model-api vllm is served by the vllm model function: gym-runner serve vllm ...")
+    if "vllm" in functions and not options.model.base_url:
+        fail("the vllm model function needs its servers: --model-url URL[,URL...] or POLICY_BASE_URL")
+    try:
+        raise typer.Exit(serve(options, replicas))
+    except GymError as exc:
+        fail(str(exc))
+
+
+def status_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """Show every live function on the bus at NATS_URL: endpoints, request and error counts, latency,
+    and the depth of each agent's task queue.
+
+    Example:
+
+        NATS_URL=nats://127.0.0.1:4222 gym-runner status
+    """
+    url = nats_url_from_env()
+    if url is None:
+        fail("NATS_URL is not set: status needs the bus your workers use (e.g. NATS_URL=nats://host:4222)")
+    try:
+        stats, queues = asyncio.run(_status(url))
+    except GymError as exc:
+        fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(status_json(stats, queues), indent=2, default=str))
+    else:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=200)  # piped: do not wrap subjects
+        render_status(stats, queues, console)
+
+
+async def _status(url: str) -> tuple[list[ServiceStats], list[QueueDepth]]:
+    async with open_bus(url, name="gym-runner status", role="monitor") as bus:
+        return await gather_status(bus.nc)
+
+
+def nemo_gym_install_command(
+    servers: Annotated[
+        list[str], typer.Argument(help="Servers: `<server>`, `<server>/<config>` or a server directory.")
+    ],
+) -> None:
+    """Build (or find already built) the virtual environment of each NeMo Gym server, so
+    `serve nemo-gym:<server>` starts at once. Needs Python 3.12+ (GYMBUS_NEMO_GYM_PYTHON names
+    one); environments go to GYMBUS_NEMO_GYM_HOME (default ~/.cache/gymbus/nemo-gym).
+
+    Example:
+
+        gym-runner nemo-gym install mcqa example_session_state_mgmt
+    """
+    for server in servers:
+        started = time.monotonic()
+        try:
+            venv = prepare_nemo_gym(server)
+        except GymError as exc:
+            fail(str(exc))
+        say(f"{server}: {venv} ({time.monotonic() - started:.1f} s)")
