@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 
 import nats.errors
@@ -60,11 +60,11 @@ def _identity(layout: SecureLayout, role: str) -> str:
     return bus.inbox_prefix_for(bus.BusAuth(nkey=layout.credentials[role])).removeprefix("_INBOX.")
 
 
-async def _refused(nc: Client, call: object, subject: str) -> None:
+async def _refused(nc: Client, call: Awaitable[object], subject: str) -> None:
     """`call` (a JetStream request or a publish) is refused by the server: it times out or
     returns, and the server reports a permissions violation on `subject`."""
     try:
-        await call  # type: ignore[misc]
+        await call
     except (TimeoutError, nats.errors.Error):
         pass
     with pytest.raises(schemas.NotAuthorized, match=re.escape(subject.lower())):  # nats-py lower-cases it
