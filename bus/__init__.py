@@ -8,7 +8,7 @@ hosts are `functions`', which know nothing of NATS.
 
 from . import _subjects as subjects
 from ._auth import ENV_VARS, BusAuth, inbox_prefix_for
-from ._claims import CLAIM, CLAIMS_BUCKET, check_in, check_out, needs_claim
+from ._claim_checks import CLAIM, check_in, check_out, claim_store_config, ensure_claim_store, needs_claim, release_claim
 from ._codec import decode, decoder, encode, encode_error_reply, nested_deeper
 from ._connection import Bus, Connection, check_permitted, connect, nats_url_from_env, open_bus, split_urls
 from ._dead_letters import ExhaustedTasks
@@ -35,8 +35,11 @@ from ._request import request
 from ._retry import retrying
 from ._roles import (
     Role,
+    admin_role,
     agent_role,
+    combined_role,
     environment_role,
+    hosted_server_role,
     model_role,
     monitor_role,
     producer_role,
@@ -68,7 +71,6 @@ from ._tasks import (
 
 __all__ = [
     "CLAIM",
-    "CLAIMS_BUCKET",
     "ENV_VARS",
     "RUNS_BUCKET",
     "SESSIONS_BUCKET",
@@ -97,22 +99,27 @@ __all__ = [
     "TaskConsumer",
     "TaskPublisher",
     "add_results_consumer",
+    "admin_role",
     "agent_consumer",
     "agent_role",
     "agent_service",
     "check_in",
     "check_out",
     "check_permitted",
+    "claim_store_config",
+    "combined_role",
     "connect",
     "decode",
     "decoder",
     "die_with_parent",
     "encode",
     "encode_error_reply",
+    "ensure_claim_store",
     "ensure_streams",
     "environment_role",
     "environment_service",
     "find_server_binary",
+    "hosted_server_role",
     "inbox_prefix_for",
     "is_served",
     "model_role",
@@ -125,6 +132,7 @@ __all__ = [
     "open_bus",
     "producer_role",
     "pull_results",
+    "release_claim",
     "replicas_from_env",
     "replicas_of",
     "request",

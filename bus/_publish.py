@@ -14,9 +14,20 @@ from typing import Any
 import nats.errors
 from nats.aio.client import Client
 
-from gymbus.schemas import ATTEMPT, DEADLINE, MSG_ID, RUN, SEQ, TOKEN, BusUnavailable, Timeouts, task_id
+from gymbus.schemas import (
+    ATTEMPT,
+    DEADLINE,
+    MSG_ID,
+    RUN,
+    SEQ,
+    TOKEN,
+    BusUnavailable,
+    Timeouts,
+    seconds_left,
+    task_id,
+)
 
-from ._claims import check_in, needs_claim
+from ._claim_checks import check_in_when_room, needs_claim
 
 __all__ = ["TaskPublisher", "task_headers"]
 
@@ -46,7 +57,8 @@ class TaskPublisher:
     `timeouts.connect` of its publish; one that fails or never comes (the server went
     away with the message) is published again, which the message id makes harmless,
     with backoff while the bus comes back, up to `timeouts.connect * 12`. A body too
-    big for one message goes by claim check.
+    big for one message goes by claim check, kept until the task's deadline (waiting
+    while the claim store is full).
     """
 
     def __init__(self, nc: Client, window: int, timeouts: Timeouts) -> None:
@@ -58,7 +70,8 @@ class TaskPublisher:
 
     async def publish(self, subject: str, body: bytes, headers: dict[str, str]) -> None:
         if needs_claim(self.nc, body):
-            body, headers = await check_in(self.nc, body, headers)
+            ttl = (seconds_left(headers) or self.timeouts.rollout) + self.timeouts.late_reply
+            body, headers = await check_in_when_room(self.nc, subject, body, headers, ttl=ttl)
         try:
             future = await self.js.publish_async(subject, body, headers=headers)
         except (nats.errors.Error, OSError):  # OSError: the socket died before nats-py noticed

@@ -53,6 +53,7 @@ from gymbus.schemas import (
     TASK,
     TOKEN,
     BusUnavailable,
+    ClaimStoreFull,
     Limits,
     PayloadTooLarge,
     Timeouts,
@@ -61,7 +62,7 @@ from gymbus.schemas import (
 )
 
 from . import _subjects as subjects
-from ._claims import check_in, check_out, needs_claim
+from ._claim_checks import check_in_when_room, check_out, needs_claim, release_claim
 from ._codec import nested_deeper
 from ._pull import Puller
 from ._replicas import replicas_of
@@ -255,6 +256,7 @@ class TaskConsumer:
             result = await self._result_of(msg, headers)
             await self._publish_result(headers, result)
             await msg.ack()
+            await release_claim(self.nc, msg.headers)  # acked: the task is not delivered again
         except AgentUnavailable as exc:
             # Not acked, no heartbeat: the task goes to another worker once ack_wait passes.
             log.warning("task %s goes back to the queue: %s", headers.get(SEQ), exc)
@@ -273,7 +275,7 @@ class TaskConsumer:
         """The task's rollout row, or a failure row saying why it could not run. Raises only
         what makes the task worth delivering again (the bus is away)."""
         try:
-            row = await check_out(self.nc, msg.data, msg.headers, delete=False)
+            row = await check_out(self.nc, msg.data, msg.headers, release_it=False)
         except PayloadTooLarge as exc:
             return failure_row(b"", "invalid_input", f"the task's body could not be read: {exc}")
         if nested_deeper(row, self.limits.max_depth):
@@ -336,7 +338,7 @@ class TaskConsumer:
             # cannot make JetStream drop the real one as its duplicate.
             out.update({TOKEN: token, MSG_ID: f"{task_id(run_id, seq, attempt)}.{token}"})
         if needs_claim(self.nc, result):
-            result, out = await check_in(self.nc, result, out)
+            result, out = await self._claimed(run_id, result, out)
 
         async def once() -> None:
             try:
@@ -347,6 +349,15 @@ class TaskConsumer:
                 raise BusUnavailable(f"result not stored ({type(exc).__name__})") from None
 
         await retrying(once, RESULT_RETRY, should_retry=lambda error: True)
+
+    async def _claimed(self, run_id: str, result: bytes, out: dict[str, str]) -> tuple[bytes, dict[str, str]]:
+        """The result by claim check, kept until its runner reads it; if the claim store stays
+        full, a failure row that says so in its place (small enough for one message)."""
+        try:
+            return await check_in_when_room(self.nc, subjects.results(run_id), result, out, ttl=RESULTS_MAX_AGE)
+        except (ClaimStoreFull, PayloadTooLarge) as exc:
+            message = f"the rollout's result of {len(result)} bytes could not be stored: {exc}"
+            return failure_row(b"", exc.type, message), out
 
     def _unrouted(self, run_id: str, task: str) -> None:
         self.unrouted += 1

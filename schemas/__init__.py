@@ -10,6 +10,7 @@ from ._errors import (
     BadRequest,
     BusError,
     BusUnavailable,
+    ClaimStoreFull,
     DeadlineExceeded,
     FunctionFailed,
     GymError,
@@ -48,6 +49,7 @@ from ._headers import (
 )
 from ._limits import (
     CALL_RETRY,
+    CLAIM_STORE_RETRY,
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
     MODEL_RETRY,
@@ -112,6 +114,7 @@ __all__ = [
     "ATTEMPT_INDEX",
     "CALL_RETRY",
     "CLAIM",
+    "CLAIM_STORE_RETRY",
     "DEADLINE",
     "DEFAULT_LIMITS",
     "DEFAULT_TIMEOUTS",
@@ -146,6 +149,7 @@ __all__ = [
     "BadRequest",
     "BusError",
     "BusUnavailable",
+    "ClaimStoreFull",
     "ContentPart",
     "DeadlineExceeded",
     "ErrorInfo",

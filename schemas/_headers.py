@@ -12,7 +12,7 @@
 | `Gym-Delivery`    | set by an agent worker   | how many times JetStream delivered the task             |
 | `Gym-Task`        | results                  | the task's sequence number in GYM_TASKS (its publish ack's `seq`) |
 | `Gym-Working`     | empty replies            | keep-alive: the request is still being worked on        |
-| `Gym-Claim`       | any message              | the body is in the `gym_claims` object store, under this name |
+| `Gym-Claim`       | any message              | `<prefix>;<chunks>;<sha256>`: the body is in the claim store (`bus._claim_checks`) |
 | `Nats-Msg-Id`     | tasks and results        | `<run>.<seq>.<attempt>` (a result's adds its token): JetStream drops a repeat |
 | `Nats-Service-Error`, `Nats-Service-Error-Code` | error replies | the error's message and code (`schemas._errors`) |
 

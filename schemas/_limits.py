@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "CALL_RETRY",
+    "CLAIM_STORE_RETRY",
     "DEFAULT_LIMITS",
     "DEFAULT_TIMEOUTS",
     "MODEL_RETRY",
@@ -101,6 +102,11 @@ class Timeouts:
     """A task not acked or heartbeated for this long is redelivered to another worker."""
     keepalive: float = 2.0
     """A worker tells a waiting requester it is still working this often."""
+    late_reply: float = 300.0
+    """How much longer than a call's own timeout its answer may still come (it queued at a
+    busy worker, or a keep-alive kept it going): the window in which nats-server lets a
+    serving role answer a request it received (`allow_responses`), and how long a claimed
+    body waits for its reader beyond its call's timeout."""
     silence: float = 5.0
     """A requester that hears nothing (no reply, no keep-alive) this long gives up: the
     worker died, or a server restart lost the request or its reply."""
@@ -173,6 +179,12 @@ class Limits:
     metrics_reservoir: int = 65536
     """Values per field the aggregate metrics keep exactly; beyond, a uniform sample of this
     size estimates the median."""
+    claim_store_bytes: int = 1024**3
+    """Bound of the claim store (GYM_CLAIMS), which holds the bodies too big for one
+    message until their readers take them. JetStream reserves it on disk when the stream is
+    created, so it is modest; an operator wanting another bound creates the stream first."""
+    claim_chunk_bytes: int = 128 * 1024
+    """A claimed body is stored in chunks of this size, one message each (measured fastest)."""
 
 
 @dataclass(frozen=True)
@@ -292,3 +304,6 @@ state was lost (`SessionLost`: the process holding it died), starts over from a 
 session: a frozen worker is out of its queue groups within seconds."""
 RESULT_RETRY = RetryPolicy(attempts=12, base=0.25, cap=8.0)
 """Storing a finished rollout's result while the bus restarts (about a minute in all)."""
+CLAIM_STORE_RETRY = RetryPolicy(attempts=12, base=0.5, cap=15.0)
+"""Storing a task or result body while the claim store is full (about two minutes in all):
+bodies leave it as their readers take them."""

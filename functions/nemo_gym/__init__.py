@@ -16,10 +16,12 @@ from ._hosted import (
     OWN_AGENTS,
     PREFIX,
     HostedEnvironment,
+    ServerOutline,
     environment_name,
     is_nemo_gym,
     locate,
     open_server,
+    outline,
     prepare,
 )
 from ._proxy import SessionElsewhere, SessionRecord
@@ -45,6 +47,7 @@ __all__ = [
     "VERSION_VARIABLE",
     "HostedEnvironment",
     "SessionElsewhere",
+    "ServerOutline",
     "SessionRecord",
     "environment_name",
     "find_python",
@@ -52,6 +55,7 @@ __all__ = [
     "is_nemo_gym",
     "locate",
     "open_server",
+    "outline",
     "prepare",
     "release",
     "requirements_of",

@@ -33,17 +33,19 @@ from ._config import AgentConfig, ServerConfig, global_config, model_names, read
 from ._http import ServerClient
 from ._process import ServerInfo, ServerProcess
 from ._proxy import Proxy
-from ._shim import ModelShims
+from ._shim import ModelShims, bus_model_name
 from ._venv import pinned, requirements_of, virtual_env
 
 __all__ = [
     "OWN_AGENTS",
     "PREFIX",
     "HostedEnvironment",
+    "ServerOutline",
     "environment_name",
     "is_nemo_gym",
     "locate",
     "open_server",
+    "outline",
     "prepare",
 ]
 
@@ -129,6 +131,26 @@ def prepare(target: str) -> Path:
         if agent.kind not in OWN_AGENTS and found.is_dir():
             virtual_env(requirements_of(found), agent.name, found)
     return env.path
+
+
+@dataclass(frozen=True)
+class ServerOutline:
+    """What hosting a server needs on a locked bus, read from its config without starting it:
+    its environment's name, the agents served with it, and the models (by their names on the
+    bus) that the server's judges and those agents call."""
+
+    name: str
+    agents: tuple[str, ...]
+    models: tuple[str, ...]
+
+
+def outline(target: str) -> ServerOutline:
+    """The `ServerOutline` of the server `target` names (`BadRequest` if it names none)."""
+    directory, config = locate(target)
+    server = read_config(directory, config)
+    agents = _agents(server)
+    models = {bus_model_name(name) for name in server.models} | {agent.model for agent in agents}
+    return ServerOutline(server.name, tuple(agent.name for agent in agents), tuple(sorted(models)))
 
 
 def environment_name(target: str) -> str:

@@ -43,7 +43,9 @@ from gymbus.schemas import (
     DEFAULT_TIMEOUTS,
     INPUT_LINE,
     BusUnavailable,
+    ClaimStoreFull,
     Limits,
+    PayloadTooLarge,
     Timeouts,
     failure_row,
 )
@@ -351,7 +353,10 @@ async def _launch(item: PlannedRollout, state: _RunState, timeouts: Timeouts) ->
     if entry is None:
         return
     attempt = state.progressed.failed[(item.task_index, item.rollout_index)]
-    await state.client.submit(item.agent, item.body, item.seq, attempt, entry.deadline)
+    try:
+        await state.client.submit(item.agent, item.body, item.seq, attempt, entry.deadline)
+    except (ClaimStoreFull, PayloadTooLarge) as exc:  # a row too big to send now: written as failed
+        state.sink.record(item.seq, entry.failure_row(exc.type, f"the task could not be sent: {exc}"))
 
 
 async def _wait_settled(ledger: Ledger, stop_publishing: asyncio.Event) -> None:
