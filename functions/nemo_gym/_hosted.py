@@ -148,9 +148,10 @@ def outline(target: str) -> ServerOutline:
     """The `ServerOutline` of the server `target` names (`BadRequest` if it names none)."""
     directory, config = locate(target)
     server = read_config(directory, config)
-    agents = _agents(server)
-    models = {bus_model_name(name) for name in server.models} | {agent.model for agent in agents}
-    return ServerOutline(server.name, tuple(agent.name for agent in agents), tuple(sorted(models)))
+    agents = tuple(agent.name for agent in server.agents) or (f"{server.name}_simple_agent",)
+    named = {*server.models, *(name for agent in server.agents for name in agent.models)}
+    models = {bus_model_name(name) for name in named} | {"policy"}  # every shim calls the policy
+    return ServerOutline(server.name, agents, tuple(sorted(models)))
 
 
 def environment_name(target: str) -> str:
