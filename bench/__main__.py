@@ -146,7 +146,7 @@ def bridge_cost() -> None:
     """P10: a `get_weather` call to NeMo Gym's own server, direct and through the bridge."""
     try:
         costs = nemo_gym.p10_bridge_cost()
-    except (RuntimeError, OSError) as exc:  # no Python 3.12, or the server cannot start
+    except (RuntimeError, OSError) as exc:  # no Python 3.13, or the server cannot start
         print(
             f"P10 skipped: NeMo Gym's server did not start ({exc}); see scripts/install-nemo-gym.sh",
             flush=True,

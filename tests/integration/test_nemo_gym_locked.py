@@ -2,7 +2,7 @@
 (`nemo-gym-<server>`) lets the worker serve the server's environment and the agents its
 config declares, forward calls to the replica holding their session, and nothing else.
 
-Real NeMo Gym 0.4.0 servers in their own virtual environments (`sh scripts/install-nemo-gym.sh`
+Real NeMo Gym servers (the default release) in their own virtual environments (`sh scripts/install-nemo-gym.sh`
 builds them; without them the test is skipped, except in CI, where that is a failure).
 """
 
