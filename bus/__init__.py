@@ -28,6 +28,18 @@ from ._discovery import (
 from ._embedded import EmbeddedServer, die_with_parent, find_server_binary, write_seed
 from ._gc import tune_gc
 from ._hosting import ServeOptions, environment_service, model_service, serve_functions, worker_role_name
+from ._policy import (
+    ADAPTER_SERVERS_BUCKET,
+    ADAPTERS_BUCKET,
+    POLICIES_BUCKET,
+    PolicyPublisher,
+    PolicyVersions,
+    Published,
+    adapter_reports,
+    adapter_store,
+    live_reports,
+    policy_records,
+)
 from ._publish import TaskPublisher, task_headers
 from ._pull import Puller
 from ._replicas import replicas_from_env, replicas_of, set_replicas
@@ -68,9 +80,12 @@ from ._tasks import (
 )
 
 __all__ = [
+    "ADAPTERS_BUCKET",
+    "ADAPTER_SERVERS_BUCKET",
     "CLAIM",
     "CLAIMS_BUCKET",
     "ENV_VARS",
+    "POLICIES_BUCKET",
     "RUNS_BUCKET",
     "SESSIONS_BUCKET",
     "Bus",
@@ -83,6 +98,9 @@ __all__ = [
     "ExhaustedTasks",
     "Handler",
     "KvSessions",
+    "PolicyPublisher",
+    "PolicyVersions",
+    "Published",
     "Puller",
     "QueueDepth",
     "Role",
@@ -97,6 +115,8 @@ __all__ = [
     "Slots",
     "TaskConsumer",
     "TaskPublisher",
+    "adapter_reports",
+    "adapter_store",
     "add_results_consumer",
     "agent_consumer",
     "agent_role",
@@ -117,6 +137,7 @@ __all__ = [
     "find_server_binary",
     "inbox_prefix_for",
     "is_served",
+    "live_reports",
     "model_role",
     "model_servers",
     "model_service",
@@ -125,6 +146,7 @@ __all__ = [
     "needs_claim",
     "nested_deeper",
     "open_bus",
+    "policy_records",
     "producer_role",
     "pull_results",
     "replicas_from_env",

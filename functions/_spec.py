@@ -227,6 +227,11 @@ class ModelOptions:
     token_capture: bool = True
     """`vllm` only: put each call's prompt and generated token ids and logprobs on its last
     output item, for training."""
+    policy_versions: Callable[[str], int | None] | None = field(default=None, repr=False, compare=False)
+    """The current version of a policy under training, by its key (`schemas._policy`), or
+    `None` while it has none: set by the worker hosting a model that follows policies
+    (from the bus). The `vllm` function names that version's adapter in each request whose
+    metadata names the policy."""
 
     @property
     def servers(self) -> list[str]:
@@ -241,3 +246,6 @@ class Model:
     name: str
     make: Callable[[ModelOptions], ModelFunction]
     description: str = ""
+    follows_policies: bool = False
+    """Whether it serves adapters of a policy under training (its host then keeps
+    `ModelOptions.policy_versions` current)."""

@@ -63,6 +63,15 @@ from ._limits import (
     ViewLimits,
     WebLimits,
 )
+from ._policy import (
+    POLICY_KEY,
+    AdapterServerReport,
+    PolicyAdapter,
+    PolicyRecord,
+    adapter_name,
+    policy_key,
+    policy_name_of,
+)
 from ._redact import redact_url
 from ._responses import (
     ContentPart,
@@ -121,6 +130,7 @@ __all__ = [
     "INPUT_LINE",
     "MODEL_RETRY",
     "MSG_ID",
+    "POLICY_KEY",
     "RESPONSE",
     "RESPONSES_CREATE_PARAMS",
     "RESULTS_MAX_AGE",
@@ -140,6 +150,7 @@ __all__ = [
     "VIEW_LIMITS",
     "WEB_LIMITS",
     "WORKING",
+    "AdapterServerReport",
     "AgentRef",
     "BadRequest",
     "BusError",
@@ -159,6 +170,8 @@ __all__ = [
     "NotFound",
     "OutputTokensDetails",
     "PayloadTooLarge",
+    "PolicyAdapter",
+    "PolicyRecord",
     "Reasoning",
     "RemoteError",
     "RequestTimeout",
@@ -184,6 +197,7 @@ __all__ = [
     "ViewLimits",
     "WebLimits",
     "WireError",
+    "adapter_name",
     "add_usage",
     "deadline_of",
     "deadline_passed",
@@ -195,6 +209,8 @@ __all__ = [
     "item_text",
     "merge_row",
     "output_text",
+    "policy_key",
+    "policy_name_of",
     "redact_url",
     "row_fields",
     "seconds_left",
