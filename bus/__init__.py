@@ -7,6 +7,7 @@ hosts are `functions`', which know nothing of NATS.
 """
 
 from . import _subjects as subjects
+from ._adapter_sync import AdapterSyncer, sync_adapters
 from ._auth import ENV_VARS, BusAuth, inbox_prefix_for
 from ._claims import CLAIM, CLAIMS_BUCKET, check_in, check_out, needs_claim
 from ._codec import decode, decoder, encode, encode_error_reply, nested_deeper
@@ -47,6 +48,7 @@ from ._request import request
 from ._retry import retrying
 from ._roles import (
     Role,
+    adapters_role,
     agent_role,
     environment_role,
     model_role,
@@ -89,6 +91,7 @@ __all__ = [
     "RUNS_BUCKET",
     "SESSIONS_BUCKET",
     "Bus",
+    "AdapterSyncer",
     "BusAuth",
     "BusCalls",
     "BusModels",
@@ -116,6 +119,7 @@ __all__ = [
     "TaskConsumer",
     "TaskPublisher",
     "adapter_reports",
+    "adapters_role",
     "adapter_store",
     "add_results_consumer",
     "agent_consumer",
@@ -166,6 +170,7 @@ __all__ = [
     "service_stats",
     "set_replicas",
     "split_urls",
+    "sync_adapters",
     "subjects",
     "task_headers",
     "task_queues",

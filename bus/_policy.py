@@ -133,10 +133,15 @@ class PolicyVersions:
         await follower.start(timeouts.connect)
         return cls(follower)
 
-    def version(self, policy: str) -> int | None:
-        """The version model calls of `policy` name now; `None` before its first."""
+    def version(self, policy: str) -> tuple[str, int] | None:
+        """The adapter model calls of `policy` name now, and its version; `None` before its first."""
         record = self.follower.values.get(policy)
-        return record.current if record is not None and record.current > 0 else None
+        if record is None or record.current <= 0:
+            return None
+        for adapter in record.adapters:
+            if adapter.version == record.current:
+                return adapter.name, adapter.version
+        return adapter_name(policy, record.incarnation, record.current), record.current
 
     async def aclose(self) -> None:
         await self.follower.stop()
@@ -152,13 +157,17 @@ class Published:
 
 
 class PolicyPublisher:
-    """The trainer's side of one policy (`policy`, a key `<name>.<incarnation>`). Make it
-    with `open`; `publish` each new adapter, `retire` old ones, `close` at the end."""
+    """Trainer process `incarnation`'s side of a policy (`policy`, a key `<name>.<run>`).
+    Make it with `open`; `publish` each new adapter, `retire` old ones, `close` at the end.
+
+    Versions continue from those the policy already has (`base`): a trainer resumed from a
+    checkpoint publishes after its predecessor's, so every version of a policy compares."""
 
     def __init__(
         self,
         js: JetStreamContext,
         policy: str,
+        incarnation: str,
         records: KeyValue,
         store: ObjectStore,
         reports: KeyFollower[AdapterServerReport],
@@ -173,12 +182,20 @@ class PolicyPublisher:
         self.reports = reports
         self.timeouts = timeouts
         self.limits = limits
-        self.record = PolicyRecord(policy=policy)
+        self.incarnation = incarnation
+        self.record = PolicyRecord(policy=policy, incarnation=incarnation)
+        self.base = 0
+        """The newest version the policy had before this process published."""
         self.changed = asyncio.Event()
 
     @classmethod
     async def open(
-        cls, nc: Client, policy: str, timeouts: Timeouts = DEFAULT_TIMEOUTS, limits: Limits = DEFAULT_LIMITS
+        cls,
+        nc: Client,
+        policy: str,
+        incarnation: str,
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> PolicyPublisher:
         js = nc.jetstream(timeout=timeouts.connect)
         records, store = await policy_records(js), await adapter_store(js)
@@ -186,10 +203,23 @@ class PolicyPublisher:
         reports = KeyFollower(
             await adapter_reports(js, timeouts), AdapterServerReport, on_change=lambda key: publisher.changed.set()
         )
-        publisher = cls(js, policy, records, store, reports, timeouts, limits)
+        publisher = cls(js, policy, incarnation, records, store, reports, timeouts, limits)
         await reports.start(timeouts.connect)
-        await publisher._write()
+        await publisher._continue()
         return publisher
+
+    async def _continue(self) -> None:
+        """Take over the policy's record, if it has one: its versions stay served until
+        this process publishes its first."""
+        try:
+            entry = await self.records.get(self.policy)
+        except nats.js.errors.KeyNotFoundError:
+            entry = None
+        if entry is not None and entry.value:
+            earlier = msgspec.json.decode(entry.value, type=PolicyRecord)
+            self.base = max([earlier.current, *(one.version for one in earlier.adapters)])
+            self.record = msgspec.structs.replace(earlier, incarnation=self.incarnation)
+        await self._write()
 
     def servers(self) -> list[AdapterServerReport]:
         """The live servers of this policy's name, as their syncers last reported."""
@@ -198,17 +228,20 @@ class PolicyPublisher:
     async def publish(self, version: int, files: Mapping[str, bytes], rank: int) -> Published:
         """Store `files` (an adapter directory's) as `version`, have every server load it,
         and make it current. `UpstreamFailed` naming each server if none loaded it."""
-        name = adapter_name(self.policy, version)
+        name = adapter_name(self.policy, self.incarnation, version)
         data = adapter_files(files)
         if len(data) > self.limits.adapter_bytes:
             raise PayloadTooLarge(f"adapter {name} is {len(data)} bytes, over Limits.adapter_bytes")
         info = await self.store.put(name, data)
         adapter = PolicyAdapter(version=version, name=name, object=name, digest=info.digest or "", size=len(data))
-        others = [one for one in self.record.adapters if one.version != version]
+        # An earlier process's versions go with this one's first (none of them is newer).
+        others = [one for one in self.record.adapters if self.base < one.version != version]
         self.record = msgspec.structs.replace(self.record, adapters=[*others, adapter], rank=rank)
         await self._write()
         loaded, missing = await self._wait_loaded(name)
         if not loaded:
+            self.record = msgspec.structs.replace(self.record, adapters=others)  # no server tries again
+            await self._write()
             why = "; ".join(f"{server}: {reason}" for server, reason in missing.items()) or "no server is live"
             raise UpstreamFailed(f"no inference server of policy {self.name} loaded adapter {name}: {why}")
         for server, reason in missing.items():
@@ -244,7 +277,7 @@ class PolicyPublisher:
         self.record = msgspec.structs.replace(self.record, adapters=kept)
         await self._write()
         if all(one.version != version - 1 for one in kept):
-            await self._delete_object(adapter_name(self.policy, version - 1))
+            await self._delete_object(adapter_name(self.policy, self.incarnation, version - 1))
 
     async def close(self, *, forget: bool) -> None:
         """Stop following the servers; `forget` also deletes the policy's record (servers

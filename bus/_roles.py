@@ -10,6 +10,11 @@ configuration that enforces them.
 | `model-<model>`     | serve `gym.model.<model>.responses`                                      |
 | `monitor`           | the Services API (`$SRV`) and the task queues' depth                     |
 | `worker`            | every worker subject (the embedded server's all-in-one worker processes) |
+| `adapters`          | `gym-runner sync-adapters`: read policy records and adapters, report     |
+
+A trainer (the `runner` role) writes policy records and adapter objects; model workers
+read the records (the current version of each policy); a server's syncer reads both and
+writes its own report, which the trainer reads.
 
 Only agents (and the embedded all-in-one worker) may publish to `gym.results.>`. Every
 identity subscribes only to its own inbox, `_INBOX.<identity>.>` (see
@@ -28,11 +33,13 @@ from gymbus.functions import AGENTS
 
 from . import _subjects as subjects
 from ._claims import CLAIMS_BUCKET
+from ._policy import ADAPTER_SERVERS_BUCKET, ADAPTERS_BUCKET, POLICIES_BUCKET
 from ._runkeys import RUNS_BUCKET
 from ._sessions import SESSIONS_BUCKET
 
 __all__ = [
     "Role",
+    "adapters_role",
     "agent_role",
     "environment_role",
     "model_role",
@@ -86,17 +93,43 @@ def _kv(bucket: str, prefix: str = ">") -> list[str]:
 
 def _claims() -> list[str]:
     """Claim checks: put and get big bodies in the object store."""
-    stream = f"OBJ_{CLAIMS_BUCKET}"
-    return [
+    return _object_store(CLAIMS_BUCKET)
+
+
+def _object_store(bucket: str, *, write: bool = True) -> list[str]:
+    """Get objects of an object store (its chunks through an ordered consumer), and with
+    `write` put and delete them."""
+    stream = f"OBJ_{bucket}"
+    reading = [
         *_stream_admin(stream),
-        f"{_API}.STREAM.PURGE.{stream}",
         f"{_API}.STREAM.MSG.GET.{stream}",
         f"{_API}.DIRECT.GET.{stream}.>",
         f"{_API}.CONSUMER.CREATE.{stream}",
         f"{_API}.CONSUMER.CREATE.{stream}.>",
+        f"{_API}.CONSUMER.INFO.{stream}.>",
         f"{_API}.CONSUMER.DELETE.{stream}.>",
-        f"$O.{CLAIMS_BUCKET}.>",
+        f"$JS.FC.{stream}.>",
     ]
+    return [*reading, f"{_API}.STREAM.PURGE.{stream}", f"$O.{bucket}.>"] if write else reading
+
+
+def _kv_follow(bucket: str) -> list[str]:
+    """Follow a KV bucket: a watch (an ordered consumer) of its keys."""
+    stream = f"KV_{bucket}"
+    return [
+        f"{_API}.STREAM.INFO.{stream}",
+        f"{_API}.STREAM.CREATE.{stream}",
+        f"{_API}.CONSUMER.CREATE.{stream}",
+        f"{_API}.CONSUMER.CREATE.{stream}.>",
+        f"{_API}.CONSUMER.INFO.{stream}.>",
+        f"{_API}.CONSUMER.DELETE.{stream}.>",
+        f"$JS.FC.{stream}.>",
+    ]
+
+
+def _policies_read() -> list[str]:
+    """What a model worker needs of the policies under training: their current versions."""
+    return _kv_follow(POLICIES_BUCKET)
 
 
 def _service(name: str) -> list[str]:
@@ -127,6 +160,11 @@ def runner_role() -> Role:
             *_consumer(subjects.RESULTS_STREAM, "*", delete=True),
             *_kv(RUNS_BUCKET),
             *_claims(),
+            # A trainer publishes its policy's versions and follows its servers' reports.
+            *_kv(POLICIES_BUCKET),
+            f"{_API}.STREAM.UPDATE.KV_{POLICIES_BUCKET}",
+            *_object_store(ADAPTERS_BUCKET),
+            *_kv_follow(ADAPTER_SERVERS_BUCKET),
         ),
         subscribe=(subjects.max_deliveries(subjects.TASKS_STREAM),),
     )
@@ -199,7 +237,7 @@ def model_role(model: str) -> Role:
     return Role(
         f"model-{model}",
         f"model worker serving {model}",
-        publish=(_REPLIES, *_claims()),
+        publish=(_REPLIES, *_claims(), *_policies_read()),
         subscribe=(subjects.model_responses(model), *_service(model)),
     )
 
@@ -221,8 +259,24 @@ def worker_role() -> Role:
             *_consumer(subjects.TASKS_STREAM, "*"),
             *_kv(SESSIONS_BUCKET),
             *_claims(),
+            *_policies_read(),
         ),
         subscribe=("gym.env.>", "gym.model.>", "gym.agent.>", "$SRV.>"),
+    )
+
+
+def adapters_role() -> Role:
+    """`gym-runner sync-adapters` beside an inference server: reads the policy records and
+    adapter objects, writes its server's report."""
+    return Role(
+        "adapters",
+        "gym-runner sync-adapters: load a trainer's LoRA adapters into the vLLM server beside it",
+        publish=(
+            *_policies_read(),
+            *_object_store(ADAPTERS_BUCKET, write=False),
+            *_kv(ADAPTER_SERVERS_BUCKET),
+        ),
+        subscribe=(),
     )
 
 

@@ -227,11 +227,13 @@ class ModelOptions:
     token_capture: bool = True
     """`vllm` only: put each call's prompt and generated token ids and logprobs on its last
     output item, for training."""
-    policy_versions: Callable[[str], int | None] | None = field(default=None, repr=False, compare=False)
-    """The current version of a policy under training, by its key (`schemas._policy`), or
-    `None` while it has none: set by the worker hosting a model that follows policies
-    (from the bus). The `vllm` function names that version's adapter in each request whose
-    metadata names the policy."""
+    policy_versions: Callable[[str], tuple[str, int] | None] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """The current version of a policy under training, by its key (`schemas._policy`), as
+    `(adapter name, version)`, or `None` while it has none: set by the worker hosting a
+    model that follows policies (from the bus). The `vllm` function names that adapter in
+    each request whose metadata names the policy."""
 
     @property
     def servers(self) -> list[str]:

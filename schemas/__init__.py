@@ -69,6 +69,7 @@ from ._policy import (
     PolicyAdapter,
     PolicyRecord,
     adapter_name,
+    adapter_pattern,
     policy_key,
     policy_name_of,
 )
@@ -198,6 +199,7 @@ __all__ = [
     "WebLimits",
     "WireError",
     "adapter_name",
+    "adapter_pattern",
     "add_usage",
     "deadline_of",
     "deadline_passed",

@@ -1,11 +1,12 @@
 """Policy versions: how a trainer's LoRA adapters reach every inference server through the
 bus, and how each model call names the version it used.
 
-A **policy** is one training run of one trainer process (an incarnation): its key is
-`<name>.<incarnation>` (`policy.3f9a1c2e`), and version `N` of it is served by vLLM under
-the adapter name `adapter_name(policy, N)` (`policy-3f9a1c2e-v7`). A restarted trainer is a
-new incarnation, so the names it publishes never collide with those a live server still
-holds from its predecessor.
+A **policy** is what one training run trains: its key is `<name>.<run>` (`policy.r3f9a`).
+Its versions count up across the run, across a trainer restarted from a checkpoint too (a
+resumed trainer continues the numbering), so versions of one policy always compare. Version
+`N` is served by vLLM under the adapter name `adapter_name(policy, incarnation, N)`
+(`policy.r3f9a.1a2b3c4d.v7`), where the incarnation is the trainer process that made it:
+names never repeat, so a server never mistakes an adapter it still holds for a new one.
 
 Three records carry it, all JSON:
 
@@ -34,6 +35,7 @@ __all__ = [
     "PolicyAdapter",
     "PolicyRecord",
     "adapter_name",
+    "adapter_pattern",
     "policy_key",
     "policy_name_of",
 ]
@@ -44,22 +46,31 @@ POLICY_KEY = "gymbus_policy"
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-def policy_key(name: str, incarnation: str) -> str:
-    """The key of incarnation `incarnation` of the policy `name` (both subject tokens)."""
-    for what, value in (("policy name", name), ("incarnation", incarnation)):
-        if not _TOKEN.match(value):
-            raise ValueError(f"{what} {value!r} is not a valid name (letters, digits, '_' and '-' only)")
-    return f"{name}.{incarnation}"
+def _token(what: str, value: str) -> str:
+    if not _TOKEN.match(value):
+        raise ValueError(f"{what} {value!r} is not a valid name (letters, digits, '_' and '-' only)")
+    return value
+
+
+def policy_key(name: str, run: str) -> str:
+    """The key of the policy `name` trained by run `run` (both subject tokens)."""
+    return f"{_token('policy name', name)}.{_token('run', run)}"
 
 
 def policy_name_of(policy: str) -> str:
-    """The name part of a policy key (`policy` of `policy.3f9a1c2e`)."""
+    """The name part of a policy key (`policy` of `policy.r3f9a`)."""
     return policy.split(".", 1)[0]
 
 
-def adapter_name(policy: str, version: int) -> str:
-    """The name vLLM serves version `version` of `policy` under (a request's `model`)."""
-    return f"{policy.replace('.', '-')}-v{version}"
+def adapter_name(policy: str, incarnation: str, version: int) -> str:
+    """The name vLLM serves version `version` of `policy` under (a request's `model`), made
+    by trainer process `incarnation`."""
+    return f"{policy}.{_token('incarnation', incarnation)}.v{version}"
+
+
+def adapter_pattern(name: str) -> re.Pattern[str]:
+    """Matches the adapter names of every policy called `name` (any run, any incarnation)."""
+    return re.compile(rf"^{re.escape(_token('policy name', name))}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.v\d+$")
 
 
 class PolicyAdapter(Struct, kw_only=True, gc=False):
@@ -81,10 +92,12 @@ class PolicyRecord(Struct, kw_only=True, gc=False):
     """What every inference server of a policy should hold, and the version in use."""
 
     policy: str
+    incarnation: str = ""
+    """The trainer process publishing it now (in its adapters' names)."""
     adapters: list[PolicyAdapter] = []
     """The versions servers should have loaded, oldest first; others are unloaded."""
     current: int = 0
-    """The newest version the servers have loaded: what model calls name. 0: none yet."""
+    """The newest version the servers have loaded: what model calls name (0: none yet)."""
     rank: int = 0
     """The adapter's LoRA rank (servers need `--max-lora-rank` at least this)."""
     updated: float = 0.0

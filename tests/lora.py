@@ -8,11 +8,16 @@ least `max_staleness + 2` (TRL checks it), `--max-lora-rank` at least the adapte
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from tests.tiny_model import tiny_model_dir
 
-__all__ = ["LORA_ARGS", "LORA_ENV", "LORA_RANK", "TARGET_MODULES", "make_adapter"]
+__all__ = ["LORA_ARGS", "LORA_ENV", "LORA_RANK", "TARGET_MODULES", "Syncer", "make_adapter"]
 
 LORA_RANK = 8
 LORA_ARGS = ["--enable-lora", "--max-lora-rank", str(LORA_RANK), "--max-loras", "4", "--max-cpu-loras", "8"]
@@ -20,7 +25,7 @@ LORA_ENV = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1", "VLLM_SERVER_DEV_MODE": "1"
 TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
-def make_adapter(directory: Path, seed: int, scale: float = 0.5) -> Path:
+def make_adapter(directory: Path, seed: int, scale: float = 0.5, rank: int = LORA_RANK) -> Path:
     """A PEFT LoRA adapter for the tiny model with random, non-zero weights (so it changes
     the model's logprobs), saved in `directory`."""
     import torch
@@ -30,7 +35,7 @@ def make_adapter(directory: Path, seed: int, scale: float = 0.5) -> Path:
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir(), dtype=torch.float32)
     config = LoraConfig(
-        r=LORA_RANK, lora_alpha=16, lora_dropout=0.0, bias="none", target_modules=TARGET_MODULES,
+        r=rank, lora_alpha=16, lora_dropout=0.0, bias="none", target_modules=TARGET_MODULES,
         init_lora_weights=False,
     )  # fmt: skip
     peft = get_peft_model(model, config)
@@ -40,3 +45,33 @@ def make_adapter(directory: Path, seed: int, scale: float = 0.5) -> Path:
                 parameter.copy_(torch.randn_like(parameter) * scale)
     peft.save_pretrained(directory)
     return directory
+
+
+class Syncer:
+    """A `gym-runner sync-adapters` process beside a vLLM server, its output in `log`."""
+
+    def __init__(self, nats_url: str, server: str, directory: Path, log: Path, policy: str = "policy") -> None:
+        self.directory = directory
+        command = [
+            sys.executable, "-P", "-m", "gymbus.runner", "sync-adapters", "--vllm-url", server,
+            "--policy", policy, "--adapter-dir", str(directory),
+        ]  # fmt: skip
+        self.log = log
+        with open(log, "ab") as out:
+            self.process = subprocess.Popen(
+                command, env={**os.environ, "NATS_URL": nats_url}, stdout=out, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + 60
+        while b"ready: syncing adapters" not in log.read_bytes():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"sync-adapters did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()

@@ -25,9 +25,9 @@ that refuses or drops connections is skipped for `Timeouts.model_server_down` se
 its rollouts continue on the others, token-exact, since later prompts are token ids.
 
 Policy versions (asynchronous training): a request whose `metadata` names a policy under
-training (`schemas.POLICY_KEY`) is sent to that policy's current version, the LoRA adapter
-`adapter_name(policy, version)`, with the version read per call from
-`ModelOptions.policy_versions` (its host follows the bus); the call's last output item
+training (`schemas.POLICY_KEY`) is sent to that policy's current version, a LoRA adapter
+whose name and version are read per call from `ModelOptions.policy_versions` (its host
+follows the bus); the call's last output item
 records it (`policy_version`, beside the token ids), so a rollout whose calls spanned
 versions says so. A server that answers that it does not hold the adapter (404) is
 catching up: the call goes to another server, and that one gets no adapter calls for
@@ -58,7 +58,6 @@ from gymbus.schemas import (
     Response,
     ResponsesCreateParams,
     UpstreamFailed,
-    adapter_name,
     input_items,
     item_text,
     redact_url,
@@ -231,10 +230,10 @@ class VLLMModel:
                 f"the request names policy {policy!r} under training, but this model function follows no "
                 "policy versions (serve it with `gym-runner serve vllm` on the trainer's bus)"
             )
-        version = self.options.policy_versions(policy)
-        if not version:
+        current = self.options.policy_versions(policy)
+        if current is None:
             raise UpstreamFailed(f"policy {policy} has no version on its servers yet (is its trainer running?)")
-        return _Adapter(adapter_name(policy, version), version)
+        return _Adapter(*current)
 
     async def _generate(self, url: str, params: ResponsesCreateParams, adapter: _Adapter | None) -> Response:
         model = adapter.name if adapter is not None else self.model or await self._served_model(url)

@@ -6,7 +6,7 @@ For a named set of environments, agents and models it writes, under `--out`:
                                 `authorization` block: one nkey user per role, with its permissions
     helm-auth-values.yaml       the same users as values for the official NATS Helm chart
     credentials/<role>.nk       each role's nkey seed, mode 0600 (runner, producer, monitor,
-                                agent-<agent>, env-<env>, model-<model>)
+                                adapters, agent-<agent>, env-<env>, model-<model>)
 
 The configuration holds public keys only; the seeds never leave `credentials/`. A process
 uses its role's file through `NATS_NKEY=<file>` (or `--nats-nkey`).
@@ -21,6 +21,7 @@ from pathlib import Path
 
 from gymbus.bus import (
     Role,
+    adapters_role,
     agent_role,
     environment_role,
     model_role,
@@ -64,6 +65,7 @@ def roles_for(environments: list[str], agents: list[str], models: list[str]) -> 
         runner_role(),
         producer_role(),
         monitor_role(),
+        adapters_role(),
         *(agent_role(name) for name in agents),
         *(environment_role(name, models) for name in environments),
         *(model_role(name) for name in models),

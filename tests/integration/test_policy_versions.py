@@ -40,6 +40,7 @@ pytest.importorskip("peft")
 pytestmark = pytest.mark.timeout(600)
 
 POLICY = "policy.t1a2b3c4"
+INCARNATION = "p1"
 
 
 def load(server: VllmServer, name: str, path: Path) -> None:
@@ -58,7 +59,7 @@ def adapters(lora_vllm_server: VllmServer, tmp_path_factory: pytest.TempPathFact
     directory = tmp_path_factory.mktemp("adapters")
     made = {version: make_adapter(directory / f"v{version}", seed=version) for version in (1, 2)}
     for version, path in made.items():
-        load(lora_vllm_server, adapter_name(POLICY, version), path)
+        load(lora_vllm_server, adapter_name(POLICY, INCARNATION, version), path)
     return made
 
 
@@ -100,13 +101,13 @@ def last_call(response: Response) -> tuple[list[int], list[int], list[float], An
 async def test_a_call_naming_a_policy_generates_from_its_current_adapter_and_records_the_version(
     lora_vllm_server: VllmServer, adapters: dict[int, Path], hf: dict[str, Any]
 ) -> None:
-    current = {POLICY: 1}
+    current = {POLICY: (adapter_name(POLICY, INCARNATION, 1), 1)}
     model = VLLMModel(
         ModelOptions(base_url=lora_vllm_server.url, model=MODEL_NAME, policy_versions=current.get)
     )
     try:
         first = last_call(await model(request(POLICY)))
-        current[POLICY] = 2
+        current[POLICY] = (adapter_name(POLICY, INCARNATION, 2), 2)
         second = last_call(await model(request(POLICY)))
         base = last_call(await model(request(None)))
     finally:
@@ -127,7 +128,7 @@ async def test_a_call_naming_a_policy_generates_from_its_current_adapter_and_rec
 async def test_a_version_no_server_holds_fails_as_transient_and_never_falls_back_to_the_base_model(
     lora_vllm_server: VllmServer, adapters: dict[int, Path]
 ) -> None:
-    versions = {POLICY: 9}
+    versions = {POLICY: (adapter_name(POLICY, INCARNATION, 9), 9)}
     model = VLLMModel(ModelOptions(base_url=lora_vllm_server.url, model=MODEL_NAME, policy_versions=versions.get))
     try:
         with pytest.raises(UpstreamFailed) as lacking:
@@ -137,7 +138,7 @@ async def test_a_version_no_server_holds_fails_as_transient_and_never_falls_back
     finally:
         await model.aclose()
     print(lacking.value.message)
-    assert f"no model server holds adapter {adapter_name(POLICY, 9)}" in lacking.value.message
+    assert f"no model server holds adapter {adapter_name(POLICY, INCARNATION, 9)}" in lacking.value.message
     assert lacking.value.transient  # the agent tries again: its syncer may be loading it
     assert "policy policy.never has no version on its servers yet" in unpublished.value.message
 
@@ -166,7 +167,8 @@ async def _set_current(url: str, version: int) -> None:
     nc = await bus.connect(url, name="test")
     try:
         records = await bus.policy_records(nc.jetstream())
-        await records.put(POLICY, msgspec.json.encode(PolicyRecord(policy=POLICY, current=version)))
+        record = PolicyRecord(policy=POLICY, incarnation=INCARNATION, current=version)
+        await records.put(POLICY, msgspec.json.encode(record))
     finally:
         await nc.close()
 
