@@ -24,6 +24,7 @@ from ._discovery import (
     service_infos,
     service_stats,
     task_queues,
+    unserved,
     wait_served,
 )
 from ._embedded import EmbeddedServer, die_with_parent, find_server_binary, write_seed
@@ -177,6 +178,7 @@ __all__ = [
     "task_token",
     "token_matches",
     "tune_gc",
+    "unserved",
     "wait_served",
     "worker_role",
     "worker_role_name",

@@ -27,6 +27,8 @@ A run is a set of tasks whose results come back to one consumer:
 - **Resuming.** A run opened with `resume=True` keeps its stored key and replays the
   results the stream still holds; a fresh one gets a new key and purges what an earlier
   run of the same id left. `close(forget=True)` deletes the run's consumer and results.
+- **Progress.** A long-lived run's owner may keep a note of where it is (`save_progress`),
+  which a resumed run reads back (`progress`); kept beside the run's key.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from gymbus.schemas import (
     ATTEMPT,
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
+    RESULTS_MAX_AGE,
     SEQ,
     TOKEN,
     Limits,
@@ -58,7 +61,8 @@ from ._claims import check_out
 from ._dead_letters import ExhaustedTasks
 from ._publish import TaskPublisher, task_headers
 from ._pull import Puller
-from ._runkeys import run_key, task_token, token_matches
+from ._buckets import open_key_value
+from ._runkeys import RUNS_BUCKET, run_key, task_token, token_matches
 from ._tasks import ensure_streams, pull_results, results_consumer
 
 __all__ = ["RunClient", "RunResult"]
@@ -223,12 +227,34 @@ class RunClient:
         self.stopping = True  # after the puller: what it delivered until then is handed over
         self.wake.set()
 
+    # Progress
+
+    async def progress(self) -> bytes | None:
+        """What `save_progress` last kept for this run (a fresh run has none)."""
+        kv = await open_key_value(self.js, RUNS_BUCKET, RESULTS_MAX_AGE)
+        try:
+            entry = await kv.get(self._progress_key)
+        except nats.js.errors.KeyNotFoundError:
+            return None
+        return entry.value or None
+
+    async def save_progress(self, data: bytes) -> None:
+        """Keep `data`, where the run's owner is, for a resumed run to read back."""
+        kv = await open_key_value(self.js, RUNS_BUCKET, RESULTS_MAX_AGE)
+        await kv.put(self._progress_key, data)
+
+    @property
+    def _progress_key(self) -> str:
+        return f"{self.run_id}.progress"
+
     async def close(self, *, forget: bool) -> None:
-        """Stop reading results; `forget` also deletes the run's consumer and results."""
+        """Stop reading results; `forget` also deletes the run's consumer, results and progress."""
         await self.stop_results()
         if forget:
             try:
                 await self.js.delete_consumer(subjects.RESULTS_STREAM, results_consumer(self.run_id))
                 await self.js.purge_stream(subjects.RESULTS_STREAM, subject=subjects.results(self.run_id))
+                kv = await open_key_value(self.js, RUNS_BUCKET, RESULTS_MAX_AGE)
+                await kv.delete(self._progress_key)
             except nats.errors.Error as exc:
                 log.debug("could not clean up run %s: %s", self.run_id, type(exc).__name__)

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-import numpy as np
 
 from gymbus.schemas import AgentRef, Rollout, output_text
 
@@ -83,11 +82,17 @@ def read_member(row: bytes, agent: str, versions_required: bool) -> Member:
 def advantages(rewards: list[float | None]) -> list[float | None]:
     """GRPO's advantages of a group, over the rewards that are not `None` (failed rollouts,
     which get `None`): `(r - mean) / (std + 1e-8)`, population standard deviation."""
-    scored = np.array([reward for reward in rewards if reward is not None], dtype=float)
-    if scored.size == 0:
+    scored = [reward for reward in rewards if reward is not None]
+    if not scored:
         return [None] * len(rewards)
-    mean, std = scored.mean(), scored.std()
-    return [None if reward is None else float((reward - mean) / (std + 1e-8)) for reward in rewards]
+    mean, std = _mean_std(scored)
+    return [None if reward is None else (reward - mean) / (std + 1e-8) for reward in rewards]
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and population standard deviation (numpy's `std`, `ddof=0`)."""
+    mean = sum(values) / len(values)
+    return mean, (sum((value - mean) ** 2 for value in values) / len(values)) ** 0.5
 
 
 @dataclass
@@ -132,7 +137,7 @@ def score_group(
         outcome.uniform = bool(good)
         return outcome
     scores = advantages([member.reward for member in good])
-    std = float(np.std(outcome.rewards))
+    std = _mean_std(outcome.rewards)[1]
     now = time.time()
     for member, advantage in zip(good, scores, strict=True):
         assert member.sequence is not None and advantage is not None
@@ -156,6 +161,8 @@ def _sample(
     std: float,
     now: float,
 ) -> Any:
+    import numpy as np  # the trainer's dependency (TRL's)
+
     sequence = member.sequence
     assert sequence is not None
     context = len(sequence.prompt_ids)
