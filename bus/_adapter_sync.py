@@ -146,7 +146,7 @@ class AdapterSyncer:
         try:
             path = await self._files(adapter)
             await self.admin.load(adapter.name, str(path))
-        except (AdapterRefused, ServerUnreachable, _BadObject) as exc:
+        except (AdapterRefused, ServerUnreachable, _BadObject, OSError) as exc:
             self.failed[adapter.name] = (str(exc), time.monotonic() + self.timeouts.adapter_missing)
             log.warning("adapter %s did not load on %s: %s", adapter.name, self.admin.where, exc)
             return False

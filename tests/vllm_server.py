@@ -141,6 +141,13 @@ class VllmServer:
         parent = psutil.Process(self.process.pid)
         return [parent.pid, *(child.pid for child in parent.children(recursive=True))]
 
+    def kill(self) -> None:
+        """SIGKILL the server's whole process group at once, as a crash would."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(os.getpgid(self.process.pid), signal.SIGKILL)
+        self.process.wait(timeout=10)
+
     def stop(self) -> None:
         """Stop the server's whole process group: SIGTERM, then SIGKILL after 20 s."""
         if self.process is None or self.process.poll() is not None:

@@ -46,6 +46,8 @@ class Member:
     text: str = ""
     failure: str | None = None
     """`<failure class>: <message>` for a failed rollout."""
+    redelivered: bool = False
+    """Its task was delivered more than once (an agent worker died on it)."""
 
 
 def read_member(row: bytes, agent: str, versions_required: bool) -> Member:
@@ -56,9 +58,10 @@ def read_member(row: bytes, agent: str, versions_required: bool) -> Member:
         return Member(agent, failure=f"bad_result: the rollout row does not decode: {exc}")
     if isinstance(rollout.agent_ref, AgentRef):
         agent = rollout.agent_ref.name
+    redelivered = not isinstance(rollout.stats, msgspec.UnsetType) and rollout.stats.delivery > 1
     if isinstance(rollout.failure_class, str):
         message = rollout.failure_message if isinstance(rollout.failure_message, str) else ""
-        return Member(agent, failure=f"{rollout.failure_class}: {message}")
+        return Member(agent, failure=f"{rollout.failure_class}: {message}", redelivered=redelivered)
     if isinstance(rollout.response, msgspec.UnsetType):
         return Member(agent, failure="bad_result: the rollout row has no response")
     output = rollout.response.output
@@ -75,7 +78,12 @@ def read_member(row: bytes, agent: str, versions_required: bool) -> Member:
             "version of the policy under training (is the policy served by the `vllm` model function on this bus?)",
         )
     return Member(
-        agent, sequence, float(rollout.reward), min(named) if named else None, output_text(rollout.response)
+        agent,
+        sequence,
+        float(rollout.reward),
+        min(named) if named else None,
+        output_text(rollout.response),
+        redelivered=redelivered,
     )
 
 

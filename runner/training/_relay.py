@@ -36,7 +36,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gymbus.bus import PolicyPublisher
+from gymbus.bus import PolicyPublisher, Published
 from gymbus.schemas import GymError
 
 __all__ = ["AdapterRelay"]
@@ -60,6 +60,8 @@ class AdapterRelay:
         self.url = ""
         self.published: list[int] = []
         """Versions published so far, in order (the policy's numbering)."""
+        self.outcomes: list[Published] = []
+        """Which servers loaded each version delivered, and which did not (why)."""
 
     async def start(self) -> str:
         """Listen on a free loopback port; the base URL to give TRL."""
@@ -137,7 +139,7 @@ class AdapterRelay:
         except GymError as exc:
             return _error(500, str(exc))
         self.published.append(version)
-        log.debug("version %d on %s", version, ", ".join(outcome.loaded))
+        self.outcomes.append(outcome)
         return web.Response(text="")
 
     async def _unload(self, request: web.Request) -> web.Response:

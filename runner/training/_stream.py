@@ -284,6 +284,7 @@ class RolloutStream:
             "rollout/dropped_stale_total": float(outcome.stale),
             "rollout/dropped_uniform_groups_total": float(outcome.uniform),
             "rollout/empty_groups_total": float(not outcome.rewards),
+            "rollout/redelivered_total": float(sum(member.redelivered for member in members)),
         }
         if outcome.staleness:
             metrics["rollout/staleness_mean"] = sum(outcome.staleness) / len(outcome.staleness)

@@ -31,7 +31,8 @@ main thread and none of them blocking: the work happens on an event loop of its 
   servers keep the base model, and the samples count as current.
 - **Metrics** (`metrics_queue`, in the trainer's logs): `rollout/staleness_mean|max`,
   `rollout/dropped_stale_total`, `rollout/failed_total`, `rollout/empty_groups_total`,
-  `rollout/dropped_uniform_groups_total`, `rollout/rollouts_per_s`,
+  `rollout/dropped_uniform_groups_total`, `rollout/redelivered_total` (rollouts whose agent
+  worker died: run again by another), `rollout/rollouts_per_s`,
   `rollout/groups_outstanding`, `rollout/buffer_size` and `rollout/reward/<agent>`; each
   sample's `reward` and `rewards/<agent>`.
 - **Faults.** A killed agent worker costs a redelivery. An agent, environment or model no

@@ -28,6 +28,7 @@ from tests.integration.test_policy_versions import logprobs_under, with_adapter
 from tests.integration.test_trainer import Fleet
 from tests.lora import Syncer, make_adapter
 from tests.vllm_server import MODEL_NAME, VllmServer
+from tests.vllm_stub import serve_stub
 
 pytest.importorskip("torch")
 pytest.importorskip("peft")
@@ -40,18 +41,22 @@ INCARNATION = "d1e2f3a4"
 
 
 class Setup:
-    """A bus, a syncer beside the server, a vLLM model worker, and the relay in this process."""
+    """A bus, a syncer beside the server (and beside each of `others`), a vLLM model worker
+    over all of them, and the relay in this process."""
 
-    def __init__(self, server: VllmServer, directory: Path) -> None:
+    def __init__(self, server: VllmServer, directory: Path, others: tuple[str, ...] = ()) -> None:
         self.server = server
         self.nats = bus.EmbeddedServer()
         self.url = self.nats.start()
-        self.syncer = Syncer(self.url, server.url, directory / "syncer-adapters", directory / "syncer.log")
+        urls = [server.url, *others]
+        self.syncers = [
+            Syncer(self.url, url, directory / f"syncer-adapters-{number}", directory / f"syncer-{number}.log")
+            for number, url in enumerate(urls)
+        ]
+        self.syncer = self.syncers[0]
         self.fleet = Fleet(self.url, directory / "workers.log")
-        self.fleet.start(
-            ServeOptions(functions=("vllm",), model=ModelOptions(base_url=server.url, model=MODEL_NAME, api="vllm")),
-            ["policy"],
-        )
+        policy = ModelOptions(base_url=",".join(urls), model=MODEL_NAME, api="vllm")
+        self.fleet.start(ServeOptions(functions=("vllm",), model=policy), ["policy"])
         self.loop = LoopThread("test-relay")
         self.nc = self.loop.run(bus.connect(self.url, name="test trainer"))
         self.publisher = self.loop.run(PolicyPublisher.open(self.nc, POLICY, INCARNATION))
@@ -64,7 +69,8 @@ class Setup:
         self.loop.run(self.nc.close())
         self.loop.stop()
         self.fleet.stop()
-        self.syncer.stop()
+        for syncer in self.syncers:
+            syncer.stop()
         self.nats.stop()
 
     def call(self) -> Response:
@@ -177,3 +183,33 @@ def test_an_adapter_no_server_can_load_stops_the_sync_naming_the_server(setup: S
     assert setup.server.root in message
     assert setup.publisher.record.current == before  # model calls keep naming the version before
     assert setup.call().output[-1].policy_version == before  # and the server still serves them
+
+
+def test_a_server_that_cannot_load_a_version_is_named_and_skipped_never_serving_the_old_one(
+    lora_vllm_server: VllmServer, tmp_path: Path
+) -> None:
+    """One of two servers refuses every adapter (a stub injecting the fault): each version is
+    current on the other, the refusing server is named with its reason, and model calls the
+    model function first sends there come back from the other server, never from an older
+    version or the base model."""
+    from trl.experimental.async_grpo.vllm_client import VLLMClient
+
+    stub_server = serve_stub()
+    stub, stub_url = next(stub_server)
+    stub.load_status, stub.check_models = 500, True
+    made = Setup(lora_vllm_server, tmp_path, others=(stub_url,))
+    try:
+        client = VLLMClient(made.relay_url, server_timeout=30)
+        client.load_lora_adapter("trl-policy-v1", str(make_adapter(tmp_path / "trl-policy-v1", seed=21)))
+        outcome = made.relay.outcomes[-1]
+        versions = [made.call().output[-1].policy_version for _ in range(12)]
+    finally:
+        made.close()
+        stub_server.close()
+    stub_root = stub_url.removesuffix("/v1")
+    refused = [body["model"] for path, body in stub.requests if path == "chat"]
+    print(f"loaded on {outcome.loaded}, not on {outcome.missing}; the refusing server was asked {len(refused)} "
+          f"time(s) and sent each on; versions of the calls: {versions}")  # fmt: skip
+    assert outcome.loaded == [lora_vllm_server.root] and "injected" in outcome.missing[stub_root]
+    assert versions == [1] * 12
+    assert refused and set(refused) == {adapter_name(POLICY, INCARNATION, 1)}  # it was asked, and said 404

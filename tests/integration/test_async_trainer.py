@@ -27,7 +27,7 @@ from gymbus import bus
 from gymbus.bus import ServeOptions
 from gymbus.functions import ModelOptions
 from gymbus.runner import BusRolloutWorker, tasks_dataset
-from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BusUnavailable
 from tests.integration.test_trainer import Fleet
 from tests.lora import TARGET_MODULES, Syncer
 from tests.tiny_model import tiny_model_dir
@@ -68,6 +68,7 @@ class Bus:
     url: str
     fleet: Fleet
     directory: Path
+    servers: list[VllmServer]
     syncers: list[Syncer] = field(default_factory=list)
 
     def agents(self, count: int = 1) -> Any:
@@ -97,7 +98,7 @@ def start_bus(directory: Path, servers: list[VllmServer]) -> Bus:
     """The bus, its workers (the policy on `servers`), and a syncer beside each server."""
     nats = bus.EmbeddedServer()
     url = nats.start()
-    made = Bus(nats, url, Fleet(url, directory / "workers.log"), directory)
+    made = Bus(nats, url, Fleet(url, directory / "workers.log"), directory, servers)
     policy = ModelOptions(base_url=",".join(server.url for server in servers), model=MODEL_NAME, api="vllm")
     try:
         made.fleet.start(ServeOptions(functions=(ENVIRONMENT, "vllm"), model=policy), [ENVIRONMENT, "policy"])
@@ -125,6 +126,7 @@ class Run:
 
     rows: list[dict[str, Any]]
     seconds: float
+    worker: BusRolloutWorker
 
     def series(self, key: str) -> list[float]:
         return [row[key] for row in self.rows if key in row]
@@ -138,7 +140,15 @@ class Run:
 
 
 def train(
-    made: Bus, directory: Path, *, deliver: bool = True, steps: int = 60, seed: int = 0, **config: Any
+    made: Bus,
+    directory: Path,
+    *,
+    deliver: bool = True,
+    steps: int = 60,
+    seed: int = 0,
+    callbacks: tuple[Any, ...] = (),
+    worker_options: dict[str, Any] | None = None,
+    **config: Any,
 ) -> Run:
     """Train the tiny model's LoRA adapter with rollouts from the bus; the logged rows."""
     from peft import LoraConfig
@@ -176,7 +186,7 @@ def train(
         **config,
     }
     args = AsyncGRPOConfig(**settings)
-    worker = BusRolloutWorker(args, dataset, made.url, deliver_adapters=deliver)
+    worker = BusRolloutWorker(args, dataset, made.url, deliver_adapters=deliver, **(worker_options or {}))
     lora = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, bias="none", target_modules=TARGET_MODULES)
     model = str(tiny_model_dir())
     trainer = AsyncGRPOTrainer(
@@ -186,6 +196,7 @@ def train(
         processing_class=AutoTokenizer.from_pretrained(model),
         peft_config=lora,
         rollout_worker=worker,
+        callbacks=list(callbacks),
     )
     assert trainer._lora_sync  # TRL syncs adapters only, through the relay
     from transformers.trainer_callback import PrinterCallback
@@ -194,7 +205,7 @@ def train(
     started = time.monotonic()
     trainer.train()
     rows = [row for row in trainer.state.log_history if "reward" in row]
-    return Run(rows, time.monotonic() - started)
+    return Run(rows, time.monotonic() - started, worker)
 
 
 def mean(values: list[float]) -> float:
@@ -221,3 +232,88 @@ def test_the_policy_learns_through_the_bus_and_stays_put_without_its_adapters(
     assert mean(synced.rewards[-5:]) - mean(synced.rewards[:5]) >= 0.3
     assert abs(mean(unsynced.rewards[-5:]) - mean(unsynced.rewards[:5])) <= 0.15
     assert synced.total("rollout/failed_total") == unsynced.total("rollout/failed_total") == 0
+
+
+class Steps:
+    """A trainer callback: after each step, `each(step)`, which may stop training by
+    returning True; and `slow` seconds of sleep, a slower trainer."""
+
+    def __init__(self, each: Any = None, slow: float = 0.0) -> None:
+        from transformers import TrainerCallback
+
+        outer = self
+
+        class Callback(TrainerCallback):  # type: ignore[misc]
+            def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                if outer.slow:
+                    time.sleep(outer.slow)
+                if outer.each is not None and outer.each(state.global_step):
+                    control.should_training_stop = True
+
+        self.each = each
+        self.slow = slow
+        self.callback = Callback()
+
+
+def test_a_killed_agent_worker_loses_no_group_and_samples_past_max_staleness_are_dropped(
+    one_server: Bus, tmp_path: Path
+) -> None:
+    import threading
+
+    from tests.integration.test_trainer import kill_when_busy
+
+    victim = one_server.agents(1)  # beside the fixture's worker; both hold up to 32 rollouts
+    killed: list[float] = []
+    threading.Thread(
+        target=lambda: killed.append(kill_when_busy(one_server.url, AGENT, victim.children[0].pid, busy=32)),
+        daemon=True,
+    ).start()
+    # Stale on purpose: no version behind allowed, six groups (three steps) admitted ahead,
+    # and a trainer slowed to let them wait.
+    run = train(
+        one_server, tmp_path, steps=30, max_staleness=0, callbacks=(Steps(slow=0.2).callback,),
+        worker_options={"max_inflight_groups": 6},
+    )  # fmt: skip
+    victim.children[0].wait(5)
+    print(
+        f"killed an agent worker at {killed[0]:.1f} s; {len(run.rows)} steps; redelivered "
+        f"{run.total('rollout/redelivered_total'):.0f}; stale samples dropped by the worker "
+        f"{run.total('rollout/dropped_stale_total'):.0f}, by the trainer {run.total('sample/dropped_stale_total'):.0f}; "
+        f"failed {run.total('rollout/failed_total'):.0f}"
+    )
+    assert killed and victim.children[0].returncode == -9
+    assert len(run.rows) == 30
+    assert run.total("rollout/redelivered_total") >= 1  # the killed worker's rollouts ran again elsewhere
+    assert run.total("rollout/failed_total") == run.total("rollout/empty_groups_total") == 0  # no group lost
+    assert run.total("rollout/dropped_stale_total") >= 1 and run.total("sample/dropped_stale_total") >= 1
+    assert max(run.series("sample/staleness_max")) <= 0  # nothing staler than max_staleness was trained on
+
+
+def test_a_dataset_whose_agent_or_environment_nobody_serves_stops_the_start_naming_it(
+    one_server: Bus, tmp_path: Path
+) -> None:
+    from trl.experimental.async_grpo import AsyncGRPOConfig
+
+    weather = "example_single_tool_call_simple_agent"
+    rows = tmp_path / "weather.jsonl"
+    rows.write_text(json.dumps({"responses_create_params": {"input": "weather in Oslo?"}}) + "\n")
+    dataset = tasks_dataset([letter_rows(tmp_path / "letters.jsonl"), (rows, weather)])
+    args = AsyncGRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, num_generations=2,
+                           per_device_train_batch_size=4)  # fmt: skip
+    quick = replace(DEFAULT_TIMEOUTS, worker_start=1.0)
+    errors = []
+    for serve_agent in (False, True):
+        if serve_agent:  # its agent, but not its environment
+            one_server.fleet.start(ServeOptions(functions=(weather,)), [weather])
+        worker = BusRolloutWorker(args, dataset, one_server.url, timeouts=quick)
+        started = time.monotonic()
+        with pytest.raises(BusUnavailable) as refused:
+            worker.start()
+        errors.append((str(refused.value), time.monotonic() - started))
+        worker.stop()
+    for message, took in errors:
+        print(f"after {took:.1f} s: {message}")
+        assert took < 10
+    assert f"no worker serves agent {weather}" in errors[0][0]
+    assert f"agent {weather}'s environment example_single_tool_call has no worker" in errors[1][0]
+    assert AGENT not in errors[0][0] + errors[1][0]  # the served one is fine
