@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-from bench import nemo_gym, perf
+from bench import async_training, nemo_gym, perf
 
 TARGETS = {
     "P1": "target >= 1,000 rollouts/s and <= 3 CPU-s per 1,000",
@@ -27,6 +27,7 @@ TARGETS = {
     "P7": "no target: how the rate grows with worker processes and servers",
     "P8": "target >= 85% of the bare aiohttp rate at 1,024",
     "P10": "no target: what the bridge adds to a NeMo Gym server's own cost",
+    "P11": "target: asynchronous waits <= 10% of a step, where synchronous waits >= 50%",
 }
 
 
@@ -36,7 +37,8 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="fewer rollouts, 100k-row P4")
     parser.add_argument(
-        "--only", nargs="*", default=["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10"]
+        "--only", nargs="*",
+        default=["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"],
     )
     parser.add_argument("--rows", type=int, default=None, help="P4's large input (default 1,000,000)")
     parser.add_argument("--runs", type=int, default=None, help="runs of P1 and each P2 (default 3)")
@@ -136,6 +138,22 @@ def main() -> None:
 
     if "P10" in args.only:
         bridge_cost()
+    if "P11" in args.only:
+        training(args.quick)
+
+
+def training(quick: bool) -> None:
+    """P11: synchronous against asynchronous training steps, rollouts of uneven length."""
+    setting = async_training.Setting(steps=8 if quick else 20)
+    for run in async_training.p11_training(setting):
+        dropped = f", {run.dropped} stale samples dropped" if run.kind == "asynchronous" else ""
+        print(
+            f"P11 {run.kind} training, {setting.steps} steps of {setting.groups}x{setting.generations} rollouts "
+            f"({setting.latency:.1f} s model, {setting.slow_share:.0%} of calls {setting.slow_factor:.0f}x slower; "
+            f"{setting.train_seconds:.1f} s training step): {run.per_step:.2f} s per step, trainer waiting "
+            f"{run.wait_share:.0%} of it (first step: {run.waits[0]:.2f} s waiting){dropped} [{TARGETS['P11']}]",
+            flush=True,
+        )
 
 
 def bridge_cost() -> None:

@@ -42,6 +42,7 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js.kv import KeyValue
 
 from gymbus.schemas import (
     ATTEMPT,
@@ -101,6 +102,7 @@ class RunClient:
         self.arrived: list[Msg] = []
         self.wake = asyncio.Event()
         self.stopping = False
+        self._runs: KeyValue | None = None
 
     @classmethod
     async def open(
@@ -231,17 +233,26 @@ class RunClient:
 
     async def progress(self) -> bytes | None:
         """What `save_progress` last kept for this run (a fresh run has none)."""
-        kv = await open_key_value(self.js, RUNS_BUCKET, RESULTS_MAX_AGE)
         try:
-            entry = await kv.get(self._progress_key)
+            entry = await (await self._runs_bucket()).get(self._progress_key)
         except nats.js.errors.KeyNotFoundError:
             return None
         return entry.value or None
 
-    async def save_progress(self, data: bytes) -> None:
-        """Keep `data`, where the run's owner is, for a resumed run to read back."""
-        kv = await open_key_value(self.js, RUNS_BUCKET, RESULTS_MAX_AGE)
-        await kv.put(self._progress_key, data)
+    async def save_progress(self, data: bytes) -> bool:
+        """Keep `data`, where the run's owner is, for a resumed run to read back; whether
+        the bus took it (a reconnecting connection may not)."""
+        try:
+            await (await self._runs_bucket()).put(self._progress_key, data)
+        except (nats.errors.Error, TimeoutError) as exc:
+            log.debug("could not save the progress of run %s: %s", self.run_id, type(exc).__name__)
+            return False
+        return True
+
+    async def _runs_bucket(self) -> KeyValue:
+        if self._runs is None:
+            self._runs = await open_key_value(self.js, RUNS_BUCKET, RESULTS_MAX_AGE)
+        return self._runs
 
     @property
     def _progress_key(self) -> str:
@@ -254,7 +265,6 @@ class RunClient:
             try:
                 await self.js.delete_consumer(subjects.RESULTS_STREAM, results_consumer(self.run_id))
                 await self.js.purge_stream(subjects.RESULTS_STREAM, subject=subjects.results(self.run_id))
-                kv = await open_key_value(self.js, RUNS_BUCKET, RESULTS_MAX_AGE)
-                await kv.delete(self._progress_key)
+                await (await self._runs_bucket()).delete(self._progress_key)
             except nats.errors.Error as exc:
                 log.debug("could not clean up run %s: %s", self.run_id, type(exc).__name__)

@@ -29,7 +29,7 @@ from gymbus.schemas import AgentRef, Rollout, output_text
 
 from ._tokens import StitchError, TokenSequence, stitch
 
-__all__ = ["GroupOutcome", "Member", "advantages", "read_member", "score_group"]
+__all__ = ["GroupOutcome", "Member", "advantages", "read_member", "sample_type", "score_group"]
 
 _rollout_decoder = msgspec.json.Decoder(Rollout)
 
@@ -122,6 +122,13 @@ class GroupOutcome:
     """Each sample's versions behind the trainer when the group completed."""
 
 
+def sample_type() -> Any:
+    """TRL's `RolloutSample` (its import takes seconds: do it before the work starts)."""
+    from trl.experimental.async_grpo.async_rollout_worker import RolloutSample  # the trainer's dependency
+
+    return RolloutSample
+
+
 def score_group(
     members: list[Member],
     group_id: int,
@@ -132,8 +139,7 @@ def score_group(
 ) -> GroupOutcome:
     """The samples of a complete group; `current` is the trainer's policy version now, which
     also tags a rollout whose calls named none (adapters not delivered: the ablation)."""
-    from trl.experimental.async_grpo.async_rollout_worker import RolloutSample  # the trainer's dependency
-
+    RolloutSample = sample_type()
     outcome = GroupOutcome()
     for member in members:
         if member.failure is not None:

@@ -92,7 +92,7 @@ class AdapterRelay:
 
     async def _health(self, request: web.Request) -> web.Response:
         live = [report.server for report in self.publisher.servers() if report.healthy]
-        if live:
+        if live or not self.deliver:  # delivering nothing, it needs no server
             return web.json_response({"servers": live})
         return web.json_response(
             {"error": f"no inference server of policy {self.publisher.name} is live: start "

@@ -264,7 +264,9 @@ class RolloutStream:
         await self._save()
 
     async def _save(self) -> None:
-        await self.client.save_progress(msgspec.json.encode(self.progress))
+        if not await self.client.save_progress(msgspec.json.encode(self.progress)):
+            # Only a resumed run reads it; the rollouts go on.
+            log.warning("could not save run %s's progress on the bus this time", self.client.run_id)
 
     def _count(self, members: list[Member], outcome: GroupOutcome) -> None:
         tally = self.tally

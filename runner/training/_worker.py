@@ -64,6 +64,7 @@ from gymbus.bus import PolicyPublisher, RunClient, connect, nats_url_from_env, u
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BusUnavailable, Limits, Timeouts, policy_key
 
 from ._data import TaskIndex
+from ._groups import sample_type
 from ._loop import LoopThread
 from ._relay import AdapterRelay
 from ._sampling import Sampling
@@ -121,6 +122,7 @@ class BusRolloutWorker:
         url = nats_url or nats_url_from_env()
         if url is None:
             raise BusUnavailable("no bus to send rollouts to: pass nats_url or set NATS_URL")
+        sample_type()  # imported here: on the worker's loop it would stall the bus connection
         self.incarnation = uuid.uuid4().hex[:8]
         self.run_id = run or f"trl-async-{self.incarnation}"
         self.resume = resume
