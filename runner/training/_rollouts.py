@@ -325,7 +325,8 @@ def check_weight_sync(args: Any, servers: dict[str, set[str]]) -> bool:
             raise ValueError(
                 f"TRL's NCCL weight sync reaches one server ({synced}), but model `{model}` also generates "
                 f"on {others}, whose rollouts would come from the old weights: serve the policy from that "
-                "one server (--model-url), or deliver LoRA adapters over the bus"
+                "one server (--model-url), or train asynchronously (BusRolloutWorker), whose LoRA adapters "
+                "reach every server through the bus"
             )
     if not servers:
         log.warning("could not check where the weights go: no live service serves the agents' models yet")

@@ -317,3 +317,33 @@ def test_a_dataset_whose_agent_or_environment_nobody_serves_stops_the_start_nami
     assert f"no worker serves agent {weather}" in errors[0][0]
     assert f"agent {weather}'s environment example_single_tool_call has no worker" in errors[1][0]
     assert AGENT not in errors[0][0] + errors[1][0]  # the served one is fine
+
+
+def test_the_async_example_trains_a_few_steps_on_the_seeds_blend(one_server: Bus, tmp_path: Path) -> None:
+    """`examples/trl/train_async.py` as written, on its tiny config (weather and multi-turn
+    rows), with the stand-ins for TRL's CUDA assumptions loaded at the process's start-up
+    (`tests/cpu_site`)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import WEATHER, WEATHER_AGENT
+
+    repo = Path(__file__).resolve().parents[2]
+    one_server.fleet.start(ServeOptions(functions=(WEATHER, "example_multi_turn")), [WEATHER, "example_multi_turn"])
+    one_server.fleet.start(ServeOptions(functions=("offline",), served_model="user_simulator"), ["user_simulator"])
+    one_server.fleet.start(
+        ServeOptions(functions=(WEATHER_AGENT, "example_multi_turn_agent")), [WEATHER_AGENT, "example_multi_turn_agent"]
+    )
+    command = [
+        sys.executable, str(repo / "examples" / "trl" / "train_async.py"), "--config",
+        str(repo / "examples" / "trl" / "tiny_async.yaml"), "--model", str(tiny_model_dir()),
+        "--output-dir", str(tmp_path / "out"),
+    ]  # fmt: skip
+    site = f"{repo / 'tests' / 'cpu_site'}{os.pathsep}{repo}"
+    env = {**os.environ, "NATS_URL": one_server.url, "PYTHONPATH": site, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False)
+    print(done.stdout[-1500:])
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "trained 3 step(s) of run trl-async-" in done.stdout
+    assert (tmp_path / "out" / "adapter_model.safetensors").exists()
