@@ -129,6 +129,10 @@ class RolloutStream:
         self.room = asyncio.Event()
         self.progress = Progress()
         self.tally = Tally()
+        self.taken_over: set[int] = set()
+        """Groups an earlier trainer of the run left open (`resume`)."""
+        self.finished_taken_over = 0
+        """Of those, the groups finished here."""
         self.order = _positions(len(tasks), settings.seed)
 
     async def resume(self) -> None:
@@ -144,6 +148,7 @@ class RolloutStream:
             if group_id not in done:
                 self.groups[group_id] = Group(group_id, None, "", deadline, [None] * size, size)
                 self.outstanding += 1
+                self.taken_over.add(group_id)
         log.info("resumed run %s: %d group(s) left open take their results from the stream",
                  self.client.run_id, len(self.groups))  # fmt: skip
 
@@ -224,6 +229,7 @@ class RolloutStream:
 
     def _finish(self, group: Group) -> None:
         del self.groups[group.id]
+        self.finished_taken_over += group.id in self.taken_over
         required = self.settings.policy is not None
         members = [read_member(row or b"{}", group.agent, required) for row in group.rows]
         prompt = self.prompts[group.position] if group.position is not None else []

@@ -347,3 +347,31 @@ def test_the_async_example_trains_a_few_steps_on_the_seeds_blend(one_server: Bus
     assert done.returncode == 0, done.stderr[-4000:]
     assert "trained 3 step(s) of run trl-async-" in done.stdout
     assert (tmp_path / "out" / "adapter_model.safetensors").exists()
+
+
+class Crash(Exception):
+    """What stops the first trainer of the resume test, as a crash would."""
+
+
+def test_a_trainer_restarted_on_its_run_finishes_the_open_groups_with_the_rollouts_already_done(
+    one_server: Bus, tmp_path: Path
+) -> None:
+    def crash(step: int) -> bool:
+        if step == 6:
+            raise Crash(f"the trainer died at step {step}")
+        return False
+
+    with pytest.raises(Crash):
+        train(one_server, tmp_path / "first", steps=30, callbacks=(Steps(crash).callback,),
+              worker_options={"run": "resumable", "max_inflight_groups": 6})  # fmt: skip
+    run = train(one_server, tmp_path / "second", steps=6, worker_options={"run": "resumable", "resume": True})
+    stream = run.worker.stream
+    assert stream is not None
+    print(
+        f"the restarted trainer took over {len(stream.taken_over)} open group(s) and finished "
+        f"{stream.finished_taken_over} of them from the rollouts its predecessor started; its versions "
+        f"continued from {run.worker.publisher.base}"
+    )
+    assert stream.taken_over and stream.finished_taken_over >= 1
+    assert run.worker.publisher.base >= 6  # the first trainer published a version per step
+    assert len(run.rows) == 6 and run.total("rollout/failed_total") == 0
