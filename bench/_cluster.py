@@ -334,6 +334,21 @@ class NatsServers:
             process.wait()
             self.processes[node] = None
 
+    def restart(self, node: int, downtime: float) -> None:
+        """Stop one server (SIGTERM; its JetStream data stays) and start it again with the
+        same configuration after `downtime` seconds."""
+        process = self.processes[node]
+        if process is not None:
+            process.terminate()
+            process.wait(30)
+        time.sleep(downtime)
+        with open(self.workdir / f"n{node}.log", "ab") as log:
+            config = self.workdir / f"n{node}.conf"
+            self.processes[node] = subprocess.Popen(
+                [bus.find_server_binary(), "-c", str(config)], stdout=log, stderr=log
+            )
+        wait_until(self._jetstream_ready, 30, "the restarted server")
+
     def stop(self) -> None:
         for node, process in enumerate(self.processes):
             if process is not None:

@@ -9,7 +9,7 @@ hosts are `functions`', which know nothing of NATS.
 from . import _subjects as subjects
 from ._adapter_sync import AdapterSyncer, sync_adapters
 from ._auth import ENV_VARS, BusAuth, inbox_prefix_for
-from ._claims import CLAIM, CLAIMS_BUCKET, check_in, check_out, needs_claim
+from ._claim_checks import CLAIM, check_in, check_out, claim_store_config, ensure_claim_store, needs_claim, release_claim
 from ._codec import decode, decoder, encode, encode_error_reply, nested_deeper
 from ._connection import Bus, Connection, check_permitted, connect, nats_url_from_env, open_bus, split_urls
 from ._dead_letters import ExhaustedTasks
@@ -28,7 +28,7 @@ from ._discovery import (
     wait_served,
 )
 from ._embedded import EmbeddedServer, die_with_parent, find_server_binary, write_seed
-from ._gc import tune_gc
+from ._python_gc import tune_gc
 from ._hosting import ServeOptions, environment_service, model_service, serve_functions, worker_role_name
 from ._policy import (
     ADAPTER_SERVERS_BUCKET,
@@ -50,8 +50,11 @@ from ._retry import retrying
 from ._roles import (
     Role,
     adapters_role,
+    admin_role,
     agent_role,
+    combined_role,
     environment_role,
+    hosted_server_role,
     model_role,
     monitor_role,
     producer_role,
@@ -64,7 +67,6 @@ from ._rollout import (
     BusModels,
     RolloutHandler,
     agent_service,
-    failure_row,
     rollout_task_handler,
     run_rollout,
 )
@@ -86,7 +88,6 @@ __all__ = [
     "ADAPTERS_BUCKET",
     "ADAPTER_SERVERS_BUCKET",
     "CLAIM",
-    "CLAIMS_BUCKET",
     "ENV_VARS",
     "POLICIES_BUCKET",
     "RUNS_BUCKET",
@@ -123,23 +124,27 @@ __all__ = [
     "adapters_role",
     "adapter_store",
     "add_results_consumer",
+    "admin_role",
     "agent_consumer",
     "agent_role",
     "agent_service",
     "check_in",
     "check_out",
     "check_permitted",
+    "claim_store_config",
+    "combined_role",
     "connect",
     "decode",
     "decoder",
     "die_with_parent",
     "encode",
     "encode_error_reply",
+    "ensure_claim_store",
     "ensure_streams",
     "environment_role",
     "environment_service",
-    "failure_row",
     "find_server_binary",
+    "hosted_server_role",
     "inbox_prefix_for",
     "is_served",
     "live_reports",
@@ -154,6 +159,7 @@ __all__ = [
     "policy_records",
     "producer_role",
     "pull_results",
+    "release_claim",
     "replicas_from_env",
     "replicas_of",
     "request",

@@ -9,7 +9,7 @@ from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
 from ._replicas import replicas_of
-from ._settle import settled
+from ._forming import retry_while_forming
 
 __all__ = ["open_key_value"]
 
@@ -29,4 +29,4 @@ async def open_key_value(js: JetStreamContext, bucket: str, ttl: float) -> KeyVa
             )  # fmt: skip
             return await js.create_key_value(config)
 
-    return await settled(js, open_or_create)
+    return await retry_while_forming(js, open_or_create)

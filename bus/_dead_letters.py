@@ -39,10 +39,10 @@ _advisory = msgspec.json.Decoder(_Advisory)
 class ExhaustedTasks:
     """Calls `given_up(seq, deliveries)` for each task of `run` that JetStream gave up on."""
 
-    def __init__(self, nc: Client, run: str, given_up: Callable[[int, int], None]) -> None:
+    def __init__(self, nc: Client, run_id: str, given_up: Callable[[int, int], None]) -> None:
         self.nc = nc
         self.js = nc.jetstream()
-        self.run = run
+        self.run_id = run_id
         self.given_up = given_up
         self.subscription: Subscription | None = None
 
@@ -66,7 +66,7 @@ class ExhaustedTasks:
             log.warning("could not read a task JetStream gave up on: %s", type(exc).__name__)
             return
         headers = task.headers or {}
-        if headers.get(RUN) != self.run:
+        if headers.get(RUN) != self.run_id:
             return  # another run's: its runner deals with it
         self.given_up(header_int(headers, SEQ, -1), advisory.deliveries)
         try:

@@ -33,7 +33,7 @@ from typing import Self
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BusUnavailable
 
 from ._auth import BusAuth
-from ._roles import Role, monitor_role, runner_role, server_authorization, worker_role
+from ._roles import combined_role, monitor_role, runner_role, server_authorization, worker_role
 
 __all__ = ["EmbeddedServer", "die_with_parent", "find_server_binary", "write_seed"]
 
@@ -142,15 +142,12 @@ class EmbeddedServer:
         )
 
     def _lock(self, work: Path) -> str:
-        runner = runner_role()
-        monitor = monitor_role()
-        runner = Role(
-            runner.name,
-            runner.description,
-            runner.publish + monitor.publish,
-            runner.subscribe + monitor.subscribe,
-        )
-        users = [(role, write_seed(work / f"{role.name}.nk")) for role in (runner, worker_role())]
+        runner = combined_role("runner", runner_role().description, runner_role(), monitor_role())
+        runner_key = write_seed(work / "runner.nk")
+        # Its workers answer only the runner and one another: a grant on those two inboxes,
+        # not `allow_responses`, whose per-request bookkeeping a long run would pile up.
+        worker = worker_role(callers=(runner_key,))
+        users = [(runner, runner_key), (worker, write_seed(work / "worker.nk"))]
         return server_authorization(users)
 
     def credentials(self, identity: str) -> BusAuth:

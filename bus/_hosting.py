@@ -175,7 +175,7 @@ def worker_role_name(
 ) -> str:
     """The role (`gym-runner secure` credentials) a worker hosting `specs` (and the NeMo
     Gym servers `nemo_gym`) needs."""
-    names = [f"env-{environment_name(target)}" for target in nemo_gym or ()]
+    names = [f"nemo-gym-{environment_name(target)}" for target in nemo_gym or ()]
     for spec in specs:
         if isinstance(spec, Environment):
             names.append(f"env-{spec.name}")

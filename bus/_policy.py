@@ -53,7 +53,7 @@ from ._buckets import open_key_value
 from ._codec import encode
 from ._follow import KeyFollower
 from ._replicas import replicas_of
-from ._settle import settled
+from ._forming import retry_while_forming
 
 __all__ = [
     "ADAPTERS_BUCKET",
@@ -94,7 +94,7 @@ async def adapter_store(js: JetStreamContext) -> ObjectStore:
             config = ObjectStoreConfig(ttl=RESULTS_MAX_AGE, storage=StorageType.FILE, replicas=replicas_of(js))
             return await js.create_object_store(ADAPTERS_BUCKET, config=config)
 
-    return await settled(js, open_or_create)
+    return await retry_while_forming(js, open_or_create)
 
 
 def live_reports(

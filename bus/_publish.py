@@ -14,22 +14,33 @@ from typing import Any
 import nats.errors
 from nats.aio.client import Client
 
-from gymbus.schemas import ATTEMPT, DEADLINE, MSG_ID, RUN, SEQ, TOKEN, BusUnavailable, Timeouts
+from gymbus.schemas import (
+    ATTEMPT,
+    DEADLINE,
+    MSG_ID,
+    RUN,
+    SEQ,
+    TOKEN,
+    BusUnavailable,
+    Timeouts,
+    seconds_left,
+    task_id,
+)
 
-from ._claims import check_in, needs_claim
+from ._claim_checks import check_in_when_room, needs_claim
 
 __all__ = ["TaskPublisher", "task_headers"]
 
 
 def task_headers(
-    run: str, seq: int, attempt: int, deadline: float, token: str | None = None
+    run_id: str, seq: int, attempt: int, deadline: float, token: str | None = None
 ) -> dict[str, str]:
-    """The headers of task `seq` of `run`: where its result goes, which attempt it is,
+    """The headers of task `seq` of run `run_id`: where its result goes, which attempt it is,
     when its work is dropped, and the runner's `token` (`bus._runkeys.task_token`), which
     the agent echoes on the result so the runner knows it answers this task."""
     headers = {
-        MSG_ID: f"{run}.{seq}.{attempt}",
-        RUN: run,
+        MSG_ID: task_id(run_id, seq, attempt),
+        RUN: run_id,
         SEQ: str(seq),
         DEADLINE: f"{deadline:.3f}",
         ATTEMPT: str(attempt),
@@ -46,7 +57,8 @@ class TaskPublisher:
     `timeouts.connect` of its publish; one that fails or never comes (the server went
     away with the message) is published again, which the message id makes harmless,
     with backoff while the bus comes back, up to `timeouts.connect * 12`. A body too
-    big for one message goes by claim check.
+    big for one message goes by claim check, kept until the task's deadline (waiting
+    while the claim store is full).
     """
 
     def __init__(self, nc: Client, window: int, timeouts: Timeouts) -> None:
@@ -58,7 +70,8 @@ class TaskPublisher:
 
     async def publish(self, subject: str, body: bytes, headers: dict[str, str]) -> None:
         if needs_claim(self.nc, body):
-            body, headers = await check_in(self.nc, body, headers)
+            ttl = (seconds_left(headers) or self.timeouts.rollout) + self.timeouts.late_reply
+            body, headers = await check_in_when_room(self.nc, subject, body, headers, ttl=ttl)
         try:
             future = await self.js.publish_async(subject, body, headers=headers)
         except (nats.errors.Error, OSError):  # OSError: the socket died before nats-py noticed
@@ -66,21 +79,21 @@ class TaskPublisher:
             return
         self.pending.append((time.monotonic(), future, subject, body, headers))
         while self.pending and (len(self.pending) >= self.window or self.pending[0][1].done()):
-            await self._settle_oldest()
+            await self._confirm_oldest()
 
     async def wait_all(self) -> None:
         while self.pending:
-            await self._settle_oldest()
+            await self._confirm_oldest()
 
-    async def settle_due(self) -> None:
+    async def check_acks(self) -> None:
         """Check the acknowledgements that are in or overdue, even while publishing waits
         for a free slot (the slots may be held by tasks the server never stored)."""
         while self.pending and (
             self.pending[0][1].done() or time.monotonic() > self.pending[0][0] + self.timeouts.connect
         ):
-            await self._settle_oldest()
+            await self._confirm_oldest()
 
-    async def _settle_oldest(self) -> None:
+    async def _confirm_oldest(self) -> None:
         published, future, subject, body, headers = self.pending.popleft()
         left = published + self.timeouts.connect - time.monotonic()
         try:

@@ -1,4 +1,4 @@
-"""How many servers keep a copy of each stream, KV bucket and object store GymBus creates.
+"""How many servers keep a copy of each stream and KV bucket GymBus creates.
 
 One on a single server; three in a cluster (JetStream R3: any one server may be lost).
 Set per connection (`connect(replicas=...)`), by default from `GYMBUS_REPLICAS`. It

@@ -34,13 +34,12 @@ from gymbus.schemas import (
     RequestTimeout,
 )
 
-from ._claims import check_in, check_out, needs_claim
+from ._claim_checks import check_in, check_out, needs_claim, release_claim
 from ._codec import error_from_reply
 
 __all__ = ["WorkerSilent", "request"]
 
 _STATUS = "Status"
-_SILENCE_CHECK = 0.5  # seconds between checks for requests gone silent (and for a closed connection)
 WATCH_TASK = "gymbus-request-watch"  # the silence watcher's task name starts with this
 _NO_RESPONDERS = "503"
 
@@ -102,7 +101,7 @@ class _Requester:
         # Ends with its connection: a watcher left running would keep waking, and keep
         # the closed client (and this requester) alive for good.
         while not self.nc.is_closed:
-            await asyncio.sleep(_SILENCE_CHECK)
+            await asyncio.sleep(DEFAULT_TIMEOUTS.silence_check)
             now = time.monotonic()
             for waiting in list(self.waiting.values()):
                 if now - waiting.heard > waiting.silence and not waiting.reply.done():
@@ -169,16 +168,19 @@ async def request(
     reply or keep-alive,
     `BusUnavailable` when the connection is (or gets) closed, and the matching
     `RemoteError` when the function replied with an error. A body too big for one message
-    (either way) goes by claim check.
+    (either way) goes by claim check (`ClaimStoreFull` if the store has no room), kept for
+    `timeout` plus `Timeouts.late_reply` seconds unless read first.
     """
     sent_headers = dict(headers) if headers else None
-    if needs_claim(nc, data):
-        data, sent_headers = await check_in(nc, data, sent_headers)
     requester = _requester(nc)
     try:
+        if needs_claim(nc, data):
+            ttl = timeout + DEFAULT_TIMEOUTS.late_reply
+            data, sent_headers = await check_in(nc, subject, data, sent_headers, ttl=ttl)
         await requester.start()
         msg = await requester.ask(subject, data, sent_headers, timeout, silence)
     except NoResponders:
+        await release_claim(nc, sent_headers)  # nobody will read it
         raise NoResponders(f"nobody serves {subject}", subject=subject) from None
     except GymError as exc:
         exc.subject = subject
@@ -190,4 +192,4 @@ async def request(
     error = error_from_reply(msg.headers, msg.data, subject)
     if error is not None:
         raise error
-    return await check_out(nc, msg.data, msg.headers, delete=True)
+    return await check_out(nc, msg.data, msg.headers, release_it=True)

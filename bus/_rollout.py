@@ -40,10 +40,7 @@ from gymbus.schemas import (
     DEADLINE,
     DEFAULT_TIMEOUTS,
     DELIVERY,
-    FAILURE_CLASS,
-    FAILURE_MESSAGE,
     MODEL_RETRY,
-    REWARD,
     ROLLOUT_RESTART,
     SESSION,
     STATS,
@@ -59,6 +56,7 @@ from gymbus.schemas import (
     TaskRow,
     Timeouts,
     deadline_of,
+    failure_row,
     header_int,
     merge_row,
     seconds_left,
@@ -76,7 +74,6 @@ __all__ = [
     "RolloutHandler",
     "ToolCallLost",
     "agent_service",
-    "failure_row",
     "rollout_task_handler",
     "run_rollout",
 ]
@@ -208,16 +205,6 @@ class BusCalls:
         return await self._call(subjects.env_verify(self.agent.environment), body, self.timeouts.verify)
 
 
-def failure_row(row: bytes, failure_class: str, message: str, **more: Any) -> bytes:
-    """`row` marked as a failed rollout: reward 0 and NeMo Gym's `_ng_failure_class`; just
-    those fields when `row` is not a JSON object (or is nested too deep to read)."""
-    fields: dict[str, Any] = {REWARD: 0.0, FAILURE_CLASS: failure_class, FAILURE_MESSAGE: message, **more}
-    try:
-        return merge_row(row, **fields)
-    except (msgspec.DecodeError, RecursionError):
-        return encode(fields)
-
-
 async def run_rollout(
     nc: Client,
     agent: Agent,
@@ -264,7 +251,7 @@ async def _restarting(
         calls = BusCalls(nc, agent, session=uuid.uuid4().hex, deadline=deadline, timeouts=timeouts)
         calls.stats = stats
         try:
-            return await agent.run(row, calls, agent.max_steps)
+            return await agent.rollout(row, calls, agent.max_steps)
         except ToolCallLost as exc:
             wait = ROLLOUT_RESTART.delay(restart)
             if restart + 1 >= ROLLOUT_RESTART.attempts or time.time() + wait >= deadline:

@@ -51,6 +51,7 @@ from gymbus.schemas import (
     RESULTS_MAX_AGE,
     SEQ,
     TOKEN,
+    BusUnavailable,
     Limits,
     PayloadTooLarge,
     Timeouts,
@@ -58,7 +59,7 @@ from gymbus.schemas import (
 )
 
 from . import _subjects as subjects
-from ._claims import check_out
+from ._claim_checks import check_out, ensure_claim_store, release_claim
 from ._dead_letters import ExhaustedTasks
 from ._publish import TaskPublisher, task_headers
 from ._pull import Puller
@@ -119,6 +120,7 @@ class RunClient:
         the run's own: a new one, or with `resume` the stored one)."""
         js = nc.jetstream(timeout=timeouts.connect)
         await ensure_streams(js)
+        await ensure_claim_store(js)
         if key is None:
             key = await run_key(js, run_id, fresh=not resume)
         client = cls(nc, run_id, key, limits, timeouts)
@@ -143,7 +145,7 @@ class RunClient:
     async def check_submitted(self) -> None:
         """Check the publish acknowledgements that are in or overdue (republishing a task
         the server never stored), even while submitting waits."""
-        await self.publisher.settle_due()
+        await self.publisher.check_acks()
 
     async def wait_submitted(self) -> None:
         """Until every submitted task is stored by the server."""
@@ -180,7 +182,13 @@ class RunClient:
     async def _verified(self, batch: list[Msg]) -> list[RunResult]:
         verified, dropped = [], []
         for msg in batch:
-            result = await self._verify(msg)
+            try:
+                result = await self._verify(msg)
+            except BusUnavailable as exc:  # its claimed body could not be read now: later, then
+                log.warning("a result's body could not be read (%s); it comes again", exc)
+                if self.pulled is not None:
+                    self.pulled.done()
+                continue
             if result is None:
                 dropped.append(msg)
             else:
@@ -198,15 +206,18 @@ class RunClient:
                             "(its token does not match; %d so far)", seq, self.run_id, self.forged)  # fmt: skip
             return None
         try:
-            body = await check_out(self.nc, msg.data, msg.headers, delete=False)
+            body = await check_out(self.nc, msg.data, msg.headers, release_it=False)
         except PayloadTooLarge as exc:
             log.error("dropped a result whose claimed body is gone: %s", exc)
             return None
         return RunResult(seq, attempt, body, msg)
 
     async def ack(self, results: list[RunResult]) -> None:
-        """Acknowledge `results`: the caller has them safe, they are not delivered again."""
+        """Acknowledge `results`: the caller has them safe, they are not delivered again
+        (and their claimed bodies, if any, are freed)."""
         await self._ack([result.message for result in results])
+        for result in results:
+            await release_claim(self.nc, result.message.headers)
 
     async def _ack(self, messages: list[Msg]) -> None:
         for msg in messages:

@@ -17,35 +17,36 @@ import secrets
 import nats.js.errors
 from nats.js import JetStreamContext
 
-from gymbus.schemas import RESULTS_MAX_AGE
+from gymbus.schemas import RESULTS_MAX_AGE, task_id
 
 from ._buckets import open_key_value
+from ._forming import retry_while_forming
 
 __all__ = ["RUNS_BUCKET", "run_key", "task_token", "token_matches"]
 
 RUNS_BUCKET = "gym_runs"
 
 
-async def run_key(js: JetStreamContext, run: str, *, fresh: bool) -> bytes:
+async def run_key(js: JetStreamContext, run_id: str, *, fresh: bool) -> bytes:
     """The secret key of `run`: a new one if `fresh` (or none is stored), else the stored one."""
     kv = await open_key_value(js, RUNS_BUCKET, RESULTS_MAX_AGE)
     if not fresh:
         try:
-            entry = await kv.get(run)
+            entry = await retry_while_forming(js, lambda: kv.get(run_id))
             if entry.value:
                 return entry.value
         except nats.js.errors.KeyNotFoundError:
             pass
     key = secrets.token_bytes(32)
-    await kv.put(run, key)
+    await retry_while_forming(js, lambda: kv.put(run_id, key))
     return key
 
 
-def task_token(key: bytes, run: str, seq: int, attempt: int) -> str:
+def task_token(key: bytes, run_id: str, seq: int, attempt: int) -> str:
     """The token of task `seq` (attempt `attempt`) of `run`: 128 bits of HMAC-SHA256."""
-    message = f"{run}.{seq}.{attempt}".encode()
+    message = task_id(run_id, seq, attempt).encode()
     return hmac.new(key, message, hashlib.sha256).hexdigest()[:32]
 
 
-def token_matches(key: bytes, run: str, seq: int, attempt: int, token: str) -> bool:
-    return hmac.compare_digest(task_token(key, run, seq, attempt), token)
+def token_matches(key: bytes, run_id: str, seq: int, attempt: int, token: str) -> bool:
+    return hmac.compare_digest(task_token(key, run_id, seq, attempt), token)

@@ -12,6 +12,12 @@ Errors are values: a `GymError` raised by a handler becomes an error reply of it
 any other exception becomes `FunctionFailed` with the exception's type only, and its
 traceback goes to this process's log. A request nested deeper than `Limits.max_depth`
 is a `BadRequest` before any handler decodes it.
+
+Answers go only to inboxes (`_INBOX.<...>`). nats-server lets a serving role answer any
+request it received (`allow_responses`) on whatever reply subject the requester chose; a
+request whose reply subject is anything else is refused unanswered, so no requester can
+make a service publish for it (an empty keep-alive on `$JS.API.STREAM.DELETE.<stream>`
+would delete the stream with the service's rights).
 """
 
 from __future__ import annotations
@@ -50,7 +56,8 @@ from gymbus.schemas import (
     deadline_passed,
 )
 
-from ._claims import check_in, check_out, needs_claim
+from . import _subjects as subjects
+from ._claim_checks import check_in, check_out, needs_claim
 from ._codec import encode_error_reply, nested_deeper
 from ._slots import Slots
 
@@ -134,13 +141,14 @@ class _Served:
         nc: Client,
         endpoint: Endpoint,
         queue: str,
-        keepalive: float,
+        timeouts: Timeouts,
         max_depth: int = DEFAULT_LIMITS.max_depth,
     ) -> None:
         self.nc = nc
         self.endpoint = endpoint
         self.queue = queue
-        self.keepalive = keepalive
+        self.keepalive = timeouts.keepalive
+        self.late_reply = timeouts.late_reply
         self.max_depth = max_depth
         self.slots = Slots(endpoint.max_in_flight)
         self.tasks: set[asyncio.Task[None]] = set()
@@ -156,6 +164,9 @@ class _Served:
         )
 
     async def _on_message(self, msg: Msg) -> None:
+        if msg.reply and not subjects.is_inbox(msg.reply):
+            self._refuse(msg)
+            return
         # Waiting for a slot here holds back this subscription only: that is the bound.
         await self.slots.acquire()
         task = asyncio.create_task(self._serve(msg))
@@ -173,7 +184,7 @@ class _Served:
         try:
             if deadline_passed(msg.headers):
                 raise DeadlineExceeded("the rollout's deadline passed before this call started")
-            data = await check_out(self.nc, msg.data, msg.headers, delete=True)
+            data = await check_out(self.nc, msg.data, msg.headers, release_it=True)
             if nested_deeper(data, self.max_depth):
                 raise BadRequest(f"the request nests deeper than {self.max_depth} levels")
             reply = await self.endpoint.handler(data, msg.headers or {})
@@ -191,22 +202,37 @@ class _Served:
         if msg.reply:
             await self._respond(msg.reply, reply, headers)
 
+    def _refuse(self, msg: Msg) -> None:
+        """A request whose reply subject is not an inbox: not served, and not answered. Its
+        sender may not publish there itself and wants this service to do it for it (an
+        empty answer or keep-alive on `$JS.API.STREAM.PURGE.<stream>` purges the stream)."""
+        self.num_requests += 1
+        self.num_errors += 1
+        self.last_error = f"{BadRequest.code}:reply subject is not an inbox"
+        if self.num_errors <= 10 or self.num_errors % 1000 == 0:
+            log.warning("%s: refused a request whose reply subject %r is not an inbox (%d errors so far)",
+                        self.endpoint.subject, msg.reply[:100], self.num_errors)  # fmt: skip
+
     def _failed(self, exc: GymError) -> tuple[bytes, dict[str, str]]:
         self.num_errors += 1
         self.last_error = f"{exc.code}:{exc.message}"
         return encode_error_reply(exc)
 
     async def _respond(self, subject: str, data: bytes, headers: dict[str, str] | None) -> None:
+        """Answer on the inbox `subject`; a reply too big for one message goes by claim check,
+        addressed to the requester, and one that cannot go is an error reply saying why."""
         try:
             if needs_claim(self.nc, data):
-                data, headers = await check_in(self.nc, data, headers)
+                data, headers = await check_in(self.nc, subject, data, headers, ttl=self.late_reply)
             await self.nc.publish(subject, data, headers=headers)
-        except (MaxPayloadError, PayloadTooLarge) as exc:
-            too_big = PayloadTooLarge(
-                f"reply of {len(data)} bytes could not be sent ({type(exc).__name__})",
-                subject=self.endpoint.subject,
-            )
-            body, headers = encode_error_reply(too_big)
+        except GymError as exc:  # the claim store is full, or the bus away
+            exc.message = f"reply of {len(data)} bytes could not be sent: {exc.message}"
+            exc.subject = self.endpoint.subject
+            body, headers = encode_error_reply(exc)
+            await self.nc.publish(subject, body, headers=headers)
+        except MaxPayloadError:
+            message = f"reply of {len(data)} bytes is over the max payload"
+            body, headers = encode_error_reply(PayloadTooLarge(message, subject=self.endpoint.subject))
             await self.nc.publish(subject, body, headers=headers)
 
     def info(self) -> EndpointInfo:
@@ -238,6 +264,19 @@ class _GymService(Service):
         self.served: list[_Served] = []
         self.reporting: Sequence[Reporting] = ()
 
+    # nats.micro answers `$SRV.PING/INFO/STATS` itself; like our endpoints, only on an inbox.
+    async def _handle_ping_request(self, msg: Msg) -> None:
+        if subjects.is_inbox(msg.reply):
+            await super()._handle_ping_request(msg)
+
+    async def _handle_info_request(self, msg: Msg) -> None:
+        if subjects.is_inbox(msg.reply):
+            await super()._handle_info_request(msg)
+
+    async def _handle_stats_request(self, msg: Msg) -> None:
+        if subjects.is_inbox(msg.reply):
+            await super()._handle_stats_request(msg)
+
     def info(self) -> ServiceInfo:
         info = super().info()
         info.endpoints = [one.info() for one in (*self.served, *self.reporting)]
@@ -267,7 +306,7 @@ class ServiceHost:
         service = _GymService(self.nc, spec)
         service.reporting = reporting
         for endpoint in spec.endpoints:
-            served = _Served(self.nc, endpoint, queue=spec.name, keepalive=self.timeouts.keepalive)
+            served = _Served(self.nc, endpoint, queue=spec.name, timeouts=self.timeouts)
             await served.start()
             service.served.append(served)
         await service.start()

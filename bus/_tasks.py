@@ -51,19 +51,22 @@ from gymbus.schemas import (
     TASK,
     TOKEN,
     BusUnavailable,
+    ClaimStoreFull,
     Limits,
     PayloadTooLarge,
     Timeouts,
+    failure_row,
+    task_id,
 )
 
 from . import _subjects as subjects
-from ._claims import check_in, check_out, needs_claim
+from ._claim_checks import check_in_when_room, check_out, needs_claim, release_claim
 from ._codec import nested_deeper
 from ._pull import Puller
 from ._replicas import replicas_of
 from ._retry import retrying
-from ._rollout import RolloutHandler, failure_row
-from ._settle import PEERS_UNKNOWN, settled
+from ._rollout import RolloutHandler
+from ._forming import PEERS_UNKNOWN, retry_while_forming
 
 __all__ = [
     "TaskConsumer",
@@ -100,7 +103,7 @@ async def ensure_streams(js: JetStreamContext) -> None:
             num_replicas=replicas,
         ),
     ):
-        await settled(js, functools.partial(_add_or_update, js, config))
+        await retry_while_forming(js, functools.partial(_add_or_update, js, config))
 
 
 async def _add_or_update(js: JetStreamContext, config: StreamConfig) -> None:
@@ -108,7 +111,7 @@ async def _add_or_update(js: JetStreamContext, config: StreamConfig) -> None:
         await js.add_stream(config)
     except nats.js.errors.BadRequestError as exc:
         if exc.err_code == PEERS_UNKNOWN:
-            raise  # the cluster is settling: asked again by `settled`
+            raise  # the cluster is forming: asked again by `retry_while_forming`
         existing = await js.stream_info(config.name or "")
         config.num_replicas = existing.config.num_replicas
         if _differs(config, existing.config):
@@ -122,17 +125,17 @@ def _differs(wanted: StreamConfig, existing: StreamConfig) -> bool:
     )
 
 
-def results_consumer(run: str) -> str:
-    """The durable consumer through which the one process that asked for `run` reads its results."""
-    return f"gym-run-{run}"
+def results_consumer(run_id: str) -> str:
+    """The durable consumer through which the one process that asked for run `run_id` reads its results."""
+    return f"gym-run-{run_id}"
 
 
-async def add_results_consumer(js: JetStreamContext, run: str, limits: Limits, timeouts: Timeouts) -> str:
-    """Create the results consumer of `run`, delivering from its first result; its name."""
-    name = results_consumer(run)
+async def add_results_consumer(js: JetStreamContext, run_id: str, limits: Limits, timeouts: Timeouts) -> str:
+    """Create the results consumer of run `run_id`, delivering from its first result; its name."""
+    name = results_consumer(run_id)
     config = ConsumerConfig(
         durable_name=name,
-        filter_subject=subjects.results(run),
+        filter_subject=subjects.results(run_id),
         deliver_policy=DeliverPolicy.ALL,
         # Explicit, not ALL: acking the last of a batch would also ack results lost in
         # transit during a reconnect, which then are never delivered again.
@@ -141,15 +144,15 @@ async def add_results_consumer(js: JetStreamContext, run: str, limits: Limits, t
         max_ack_pending=limits.result_window * 2,
         inactive_threshold=RESULTS_MAX_AGE,
     )
-    await settled(js, lambda: js.add_consumer(subjects.RESULTS_STREAM, config))
+    await retry_while_forming(js, lambda: js.add_consumer(subjects.RESULTS_STREAM, config))
     return name
 
 
 async def pull_results(
-    nc: Client, run: str, on_message: Callable[[Msg], None], limits: Limits, timeouts: Timeouts
+    nc: Client, run_id: str, on_message: Callable[[Msg], None], limits: Limits, timeouts: Timeouts
 ) -> Puller:
-    """Start pulling the results of `run`, from its first, into `on_message`."""
-    name = await add_results_consumer(nc.jetstream(timeout=timeouts.connect), run, limits, timeouts)
+    """Start pulling the results of run `run_id`, from its first, into `on_message`."""
+    name = await add_results_consumer(nc.jetstream(timeout=timeouts.connect), run_id, limits, timeouts)
     window = limits.result_window
     puller = Puller(
         nc, subjects.RESULTS_STREAM, name, window, on_message, batch=window // 4, timeouts=timeouts
@@ -175,7 +178,7 @@ async def _ensure_agent_consumer(js: JetStreamContext, agent: str, limits: Limit
         max_ack_pending=limits.max_ack_pending,
         max_waiting=4096,
     )
-    await settled(js, lambda: js.add_consumer(subjects.TASKS_STREAM, config))
+    await retry_while_forming(js, lambda: js.add_consumer(subjects.TASKS_STREAM, config))
     return name
 
 
@@ -186,14 +189,14 @@ class TaskConsumer:
         self,
         nc: Client,
         agent: str,
-        run: RolloutHandler,
+        handle: RolloutHandler,
         limits: Limits = DEFAULT_LIMITS,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
     ) -> None:
         self.nc = nc
         self.js = nc.jetstream(timeout=timeouts.connect)
         self.agent = agent
-        self.run = run
+        self.handle = handle
         self.limits = limits
         self.timeouts = timeouts
         self.tasks: set[asyncio.Task[None]] = set()
@@ -251,6 +254,7 @@ class TaskConsumer:
             result = await self._result_of(msg, headers)
             await self._publish_result(headers, result)
             await msg.ack()
+            await release_claim(self.nc, msg.headers)  # acked: the task is not delivered again
         except (nats.errors.Error, TimeoutError, BusUnavailable, PayloadTooLarge) as exc:
             # Not acked: the task is redelivered once ack_wait passes.
             log.warning("could not deliver the result of task %s: %s", headers.get(SEQ), exc)
@@ -264,14 +268,14 @@ class TaskConsumer:
         """The task's rollout row, or a failure row saying why it could not run. Raises only
         what makes the task worth delivering again (the bus is away)."""
         try:
-            row = await check_out(self.nc, msg.data, msg.headers, delete=False)
+            row = await check_out(self.nc, msg.data, msg.headers, release_it=False)
         except PayloadTooLarge as exc:
             return failure_row(b"", "invalid_input", f"the task's body could not be read: {exc}")
         if nested_deeper(row, self.limits.max_depth):
             message = f"the task nests deeper than {self.limits.max_depth} levels"
             return failure_row(b"", "invalid_input", message)
         try:
-            return await self.run(row, headers)
+            return await self.handle(row, headers)
         except Exception as exc:  # a rollout handler's bug costs its task a failure row, not the task
             log.exception("running task %s failed", headers.get(SEQ))
             message = f"the agent worker raised {type(exc).__name__} running the task; see its log"
@@ -311,36 +315,45 @@ class TaskConsumer:
         A task that named no run (or one that is not a subject token) still has its
         result kept, on `gym.results.unrouted`; one without `Gym-Seq` is told apart from
         the others by `Gym-Task`, its place in the task stream."""
-        run, seq, attempt = headers.get(RUN, ""), headers.get(SEQ, ""), headers.get(ATTEMPT, "0")
+        run_id, seq, attempt = headers.get(RUN, ""), headers.get(SEQ, ""), headers.get(ATTEMPT, "0")
         task = headers.get(TASK, "")
-        if not subjects.is_name(run):
-            self._unrouted(run, task)
-            run = subjects.UNROUTED_RUN
-        out = {ATTEMPT: attempt, TASK: task, MSG_ID: f"{run}.{seq or 't' + task}.{attempt}"}
+        if not subjects.is_name(run_id):
+            self._unrouted(run_id, task)
+            run_id = subjects.UNROUTED_RUN
+        out = {ATTEMPT: attempt, TASK: task, MSG_ID: task_id(run_id, seq or "t" + task, attempt)}
         if seq:
             out[SEQ] = seq
         token = headers.get(TOKEN)
         if token:
             # The token in the id too: a forged result published first under the plain id
             # cannot make JetStream drop the real one as its duplicate.
-            out.update({TOKEN: token, MSG_ID: f"{run}.{seq}.{attempt}.{token}"})
+            out.update({TOKEN: token, MSG_ID: f"{task_id(run_id, seq, attempt)}.{token}"})
         if needs_claim(self.nc, result):
-            result, out = await check_in(self.nc, result, out)
+            result, out = await self._claimed(run_id, result, out)
 
         async def once() -> None:
             try:
                 await self.js.publish(
-                    subjects.results(run), result, headers=out, timeout=self.timeouts.connect
+                    subjects.results(run_id), result, headers=out, timeout=self.timeouts.connect
                 )
             except (nats.errors.Error, TimeoutError) as exc:
                 raise BusUnavailable(f"result not stored ({type(exc).__name__})") from None
 
         await retrying(once, RESULT_RETRY, should_retry=lambda error: True)
 
-    def _unrouted(self, run: str, task: str) -> None:
+    async def _claimed(self, run_id: str, result: bytes, out: dict[str, str]) -> tuple[bytes, dict[str, str]]:
+        """The result by claim check, kept until its runner reads it; if the claim store stays
+        full, a failure row that says so in its place (small enough for one message)."""
+        try:
+            return await check_in_when_room(self.nc, subjects.results(run_id), result, out, ttl=RESULTS_MAX_AGE)
+        except (ClaimStoreFull, PayloadTooLarge) as exc:
+            message = f"the rollout's result of {len(result)} bytes could not be stored: {exc}"
+            return failure_row(b"", exc.type, message), out
+
+    def _unrouted(self, run_id: str, task: str) -> None:
         self.unrouted += 1
         if self.unrouted <= 10 or self.unrouted % 1000 == 0:
-            why = f"an invalid Gym-Run {run!r}" if run else "no Gym-Run header"
+            why = f"an invalid Gym-Run {run_id!r}" if run_id else "no Gym-Run header"
             log.warning("task %s of %s had %s: its result goes to %s (%d so far)", task, self.agent, why,
                         subjects.results(subjects.UNROUTED_RUN), self.unrouted)  # fmt: skip
 

@@ -17,7 +17,7 @@ def agents_of(env: Environment) -> dict[str, Agent]:
     return {
         name: Agent(
             name=name,
-            run=AGENT_KINDS[env.agent_kind],
+            rollout=AGENT_KINDS[env.agent_kind],
             environment=env.name,
             max_steps=env.max_steps,
             description=f"{env.agent_kind} over {env.name}",

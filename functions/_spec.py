@@ -197,7 +197,8 @@ class Agent:
     """An agent: its code and the environment and model it drives."""
 
     name: str
-    run: AgentFunction
+    rollout: AgentFunction
+    """The agent itself: one rollout of a task row."""
     environment: str
     model: str = "policy"
     max_steps: int = DEFAULT_LIMITS.max_steps
@@ -223,7 +224,7 @@ class ModelOptions:
     max_retries: int = 0
     """Retries inside the SDK; 0 because agents retry transient model failures themselves."""
     timeout: float = DEFAULT_TIMEOUTS.model
-    max_connections: int = 4096
+    max_connections: int = DEFAULT_LIMITS.model_connections
     token_capture: bool = True
     """`vllm` only: put each call's prompt and generated token ids and logprobs on its last
     output item, for training."""

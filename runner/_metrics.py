@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from gymbus.functions import AGENTS, ENVIRONMENTS, TaskMetrics
-from gymbus.schemas import AGENT_REF, RESPONSE, REWARD, ROLLOUT_INDEX, TASK_INDEX, AgentRef
+from gymbus.schemas import AGENT_REF, DEFAULT_LIMITS, RESPONSE, REWARD, ROLLOUT_INDEX, TASK_INDEX, AgentRef
 
 __all__ = [
     "AgentMetrics",
@@ -37,7 +37,7 @@ __all__ = [
     "numeric_fields",
 ]
 
-RESERVOIR = 65536
+RESERVOIR = DEFAULT_LIMITS.metrics_reservoir
 _NUMBER_START = frozenset(b"-0123456789")
 _agent_decoder = msgspec.json.Decoder(AgentRef | None)
 

@@ -38,10 +38,17 @@ __all__ = [
     "Progressed",
     "WriteFailed",
     "read_progress",
+    "sidecar",
     "write_whole",
 ]
 
 _summary_decoder = msgspec.json.Decoder(RolloutSummary)
+
+
+def sidecar(output: Path, suffix: str) -> Path:
+    """The file beside `output` named as NeMo Gym names its sidecars: `<stem>_<suffix>`
+    (`failures.jsonl`, `aggregate_metrics.json`, `materialized_inputs.jsonl`, ...)."""
+    return output.with_name(f"{output.stem}_{suffix}")
 
 
 @dataclass(frozen=True)
@@ -54,13 +61,12 @@ class OutputPaths:
 
     @classmethod
     def for_output(cls, output: Path) -> OutputPaths:
-        stem = output.stem
         return cls(
             rollouts=output,
-            failures=output.with_name(f"{stem}_failures.jsonl"),
-            materialized=output.with_name(f"{stem}_materialized_inputs.jsonl"),
-            metrics=output.with_name(f"{stem}_aggregate_metrics.json"),
-            workers_log=output.with_name(f"{stem}_workers.log"),
+            failures=sidecar(output, "failures.jsonl"),
+            materialized=sidecar(output, "materialized_inputs.jsonl"),
+            metrics=sidecar(output, "aggregate_metrics.json"),
+            workers_log=sidecar(output, "workers.log"),
         )
 
     @property

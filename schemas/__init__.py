@@ -10,6 +10,7 @@ from ._errors import (
     BadRequest,
     BusError,
     BusUnavailable,
+    ClaimStoreFull,
     DeadlineExceeded,
     FunctionFailed,
     GymError,
@@ -44,9 +45,11 @@ from ._headers import (
     deadline_passed,
     header_int,
     seconds_left,
+    task_id,
 )
 from ._limits import (
     CALL_RETRY,
+    CLAIM_STORE_RETRY,
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
     MODEL_RETRY,
@@ -109,6 +112,7 @@ from ._rows import (
     RolloutStats,
     RolloutSummary,
     TaskRow,
+    failure_row,
     merge_row,
     row_fields,
 )
@@ -120,6 +124,7 @@ __all__ = [
     "ATTEMPT_INDEX",
     "CALL_RETRY",
     "CLAIM",
+    "CLAIM_STORE_RETRY",
     "DEADLINE",
     "DEFAULT_LIMITS",
     "DEFAULT_TIMEOUTS",
@@ -156,6 +161,7 @@ __all__ = [
     "BadRequest",
     "BusError",
     "BusUnavailable",
+    "ClaimStoreFull",
     "ContentPart",
     "DeadlineExceeded",
     "ErrorInfo",
@@ -209,6 +215,7 @@ __all__ = [
     "header_int",
     "input_items",
     "item_text",
+    "failure_row",
     "merge_row",
     "output_text",
     "policy_key",
@@ -216,5 +223,6 @@ __all__ = [
     "redact_url",
     "row_fields",
     "seconds_left",
+    "task_id",
     "write_schemas",
 ]

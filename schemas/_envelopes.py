@@ -58,9 +58,9 @@ HEADER_VALUES: dict[str, dict[str, Any]] = {
            "description": "the task's sequence number in the GYM_TASKS stream (its publish ack's seq)"},
     DELIVERY: {**_DIGITS, "description": "how many times JetStream delivered the task"},
     SESSION: {"type": "string", "minLength": 1, "description": "the rollout's session id"},
-    CLAIM: {"type": "string", "minLength": 1,
-            "description": "the body is in the gym_claims object store under this name; "
-                           "the message body is empty"},
+    CLAIM: {"type": "string", "pattern": r"^gym\.claims\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+;[0-9]+;[A-Za-z0-9_-]+$",
+            "description": "<subject prefix>;<chunks>;<SHA-256, unpadded base64url>: the body is in the "
+                           "GYM_CLAIMS stream, chunk i the last message on <prefix>.<i>; the message body is empty"},
     WORKING: {"const": "1", "description": "keep-alive: the request is still being worked on"},
     ERROR: {"type": "string", "description": "what went wrong, one line"},
     ERROR_CODE: {"enum": sorted(_BY_CODE), "description": "the error's code (schemas._errors)"},

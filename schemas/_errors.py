@@ -6,7 +6,8 @@
     │   ├── NoResponders    503* nobody serves the subject (no worker started for it)
     │   ├── RequestTimeout  504* no reply within the call's timeout
     │   ├── NotAuthorized   403  the server refused our credentials, or our role may not use a subject
-    │   └── PayloadTooLarge 413  a message is larger than the server's max payload
+    │   ├── PayloadTooLarge 413  a message is larger than the server's max payload
+    │   └── ClaimStoreFull  507* the claim store (bodies over the max payload) is at its bound
     ├── RemoteError              a function replied with an error
     │   ├── BadRequest      400  the request did not decode or validate
     │   ├── NotFound        404  no such tool, or a session that was never seeded or expired
@@ -33,6 +34,7 @@ __all__ = [
     "BadRequest",
     "BusError",
     "BusUnavailable",
+    "ClaimStoreFull",
     "DeadlineExceeded",
     "FunctionFailed",
     "GymError",
@@ -111,6 +113,16 @@ class PayloadTooLarge(BusError):
 
     code = "413"
     type = "payload_too_large"
+
+
+class ClaimStoreFull(BusError):
+    """A body over the max payload could not be stored: the claim store holds its bound of
+    bytes (`Limits.claim_store_bytes`). Bodies leave it as they are read or expire, so the
+    same call may succeed later."""
+
+    code = "507"
+    type = "claim_store_full"
+    transient = True
 
 
 # Remote errors
@@ -200,6 +212,7 @@ _BY_TYPE: dict[str, type[GymError]] = {
         RequestTimeout,
         NotAuthorized,
         PayloadTooLarge,
+        ClaimStoreFull,
         BadRequest,
         NotFound,
         SessionLost,
@@ -219,6 +232,7 @@ _BY_CODE: dict[str, type[GymError]] = {
     "502": UpstreamFailed,
     "503": NoResponders,
     "504": RequestTimeout,
+    "507": ClaimStoreFull,
 }
 
 

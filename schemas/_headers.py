@@ -12,7 +12,7 @@
 | `Gym-Delivery`    | set by an agent worker   | how many times JetStream delivered the task             |
 | `Gym-Task`        | results                  | the task's sequence number in GYM_TASKS (its publish ack's `seq`) |
 | `Gym-Working`     | empty replies            | keep-alive: the request is still being worked on        |
-| `Gym-Claim`       | any message              | the body is in the `gym_claims` object store, under this name |
+| `Gym-Claim`       | any message              | `<prefix>;<chunks>;<sha256>`: the body is in the claim store (`bus._claim_checks`) |
 | `Nats-Msg-Id`     | tasks and results        | `<run>.<seq>.<attempt>` (a result's adds its token): JetStream drops a repeat |
 | `Nats-Service-Error`, `Nats-Service-Error-Code` | error replies | the error's message and code (`schemas._errors`) |
 
@@ -43,6 +43,7 @@ __all__ = [
     "deadline_passed",
     "header_int",
     "seconds_left",
+    "task_id",
 ]
 
 SESSION = "Gym-Session"
@@ -58,6 +59,12 @@ CLAIM = "Gym-Claim"
 MSG_ID = "Nats-Msg-Id"
 ERROR = "Nats-Service-Error"
 ERROR_CODE = "Nats-Service-Error-Code"
+
+
+def task_id(run_id: str, seq: int | str, attempt: int | str) -> str:
+    """`<run>.<seq>.<attempt>`: one try of one task, everywhere it is named (its message
+    id, the message its token signs, its result's message id)."""
+    return f"{run_id}.{seq}.{attempt}"
 
 
 def deadline_of(headers: Mapping[str, str] | None) -> float | None:

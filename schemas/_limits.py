@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "CALL_RETRY",
+    "CLAIM_STORE_RETRY",
     "DEFAULT_LIMITS",
     "DEFAULT_TIMEOUTS",
     "MODEL_RETRY",
@@ -74,6 +75,9 @@ class Timeouts:
     (a failure row that says why) before writing the rollout off as `deadline_exceeded`."""
     discovery: float = 0.5
     """How long `$SRV` discovery gathers replies."""
+    cluster_forming: float = 30.0
+    """How long JetStream set-up (a stream, a bucket, a consumer, a run's key) keeps asking a
+    cluster that is forming or electing a stream's leader."""
     ping: float = 0.5
     """Whether a function is live: how long to wait for its `$SRV.PING` answer."""
     worker_start: float = 60.0
@@ -98,9 +102,16 @@ class Timeouts:
     """A task not acked or heartbeated for this long is redelivered to another worker."""
     keepalive: float = 2.0
     """A worker tells a waiting requester it is still working this often."""
+    late_reply: float = 300.0
+    """How much longer than a call's own timeout its answer may still come (it queued at a
+    busy worker, or a keep-alive kept it going): the window in which nats-server lets a
+    serving role answer a request it received (`allow_responses`), and how long a claimed
+    body waits for its reader beyond its call's timeout."""
     silence: float = 5.0
     """A requester that hears nothing (no reply, no keep-alive) this long gives up: the
     worker died, or a server restart lost the request or its reply."""
+    silence_check: float = 0.5
+    """How often a requester checks its requests for silence (and its connection for closing)."""
     server_ping: float = 1.0
     """The embedded nats-server pings a client that sent it nothing for this long; after
     `Limits.server_pings_out` pings without an answer (a frozen or vanished process) it
@@ -110,6 +121,8 @@ class Timeouts:
     nemo_gym_install: float = 1800.0
     """Building one NeMo Gym server's virtual environment (seconds with uv, minutes with pip,
     longer for servers that compile their requirements)."""
+    http_keepalive: float = 15.0
+    """An idle pooled HTTP connection (to a hosted NeMo Gym server) is closed after this long."""
     adapter_load: float = 300.0
     """A new policy version (a LoRA adapter) reaching every inference server of the policy:
     the trainer's weight sync waits this long for their syncers to report it loaded."""
@@ -159,6 +172,28 @@ class Limits:
     `Timeouts.server_ping`)."""
     max_ack_pending: int = 32768
     """Tasks of one agent in flight across all its workers (a cluster-wide cap)."""
+    collect_concurrency: int = 1024
+    """Rollouts a collection keeps in flight (`collect --concurrency`)."""
+    max_attempts: int = 3
+    """Attempts per rollout across `collect --resume`s before its failure is final."""
+    embedded_workers: int = 2
+    """Worker processes a command starts on the embedded server (two use both cores of a
+    small machine: measured 1,600-2,100 rollouts/s against 1,250-1,500 with one)."""
+    verify_concurrency: int = 256
+    """Rows `verify` keeps in flight (and held for writing in input order)."""
+    write_batch_lines: int = 2048
+    """Rows a writer holds before it writes them out (and its file is whole again)."""
+    model_connections: int = 4096
+    """HTTP connections a model adapter keeps open to its endpoint(s), per worker process."""
+    metrics_reservoir: int = 65536
+    """Values per field the aggregate metrics keep exactly; beyond, a uniform sample of this
+    size estimates the median."""
+    claim_store_bytes: int = 1024**3
+    """Bound of the claim store (GYM_CLAIMS), which holds the bodies too big for one
+    message until their readers take them. JetStream reserves it on disk when the stream is
+    created, so it is modest; an operator wanting another bound creates the stream first."""
+    claim_chunk_bytes: int = 128 * 1024
+    """A claimed body is stored in chunks of this size, one message each (measured fastest)."""
     adapter_bytes: int = 4 * 1024**3
     """Largest LoRA adapter (its files together) a trainer publishes on the bus."""
 
@@ -280,3 +315,6 @@ state was lost (`SessionLost`: the process holding it died), starts over from a 
 session: a frozen worker is out of its queue groups within seconds."""
 RESULT_RETRY = RetryPolicy(attempts=12, base=0.25, cap=8.0)
 """Storing a finished rollout's result while the bus restarts (about a minute in all)."""
+CLAIM_STORE_RETRY = RetryPolicy(attempts=12, base=0.5, cap=15.0)
+"""Storing a task or result body while the claim store is full (about two minutes in all):
+bodies leave it as their readers take them."""

@@ -31,6 +31,7 @@ __all__ = [
     "RolloutStats",
     "RolloutSummary",
     "TaskRow",
+    "failure_row",
     "merge_row",
     "row_fields",
 ]
@@ -114,6 +115,18 @@ def row_fields(row: bytes) -> dict[str, msgspec.Raw]:
     if not isinstance(fields, dict):
         raise msgspec.ValidationError("a row must be a JSON object")
     return fields
+
+
+def failure_row(row: bytes, failure_class: str, message: str, **more: Any) -> bytes:
+    """`row` marked as a failed rollout: reward 0 and NeMo Gym's `_ng_failure_class` and
+    `_ng_failure_message`, then `more` (the fields that name it, say); just those fields
+    when `row` is empty, not a JSON object, or nested too deep to read. Every failure row
+    GymBus writes is made here."""
+    fields: dict[str, Any] = {REWARD: 0.0, FAILURE_CLASS: failure_class, FAILURE_MESSAGE: message, **more}
+    try:
+        return merge_row(row, **fields)
+    except (msgspec.DecodeError, RecursionError):
+        return _encode(fields)
 
 
 def merge_row(row: bytes, *objects: bytes, **fields: Any) -> bytes:

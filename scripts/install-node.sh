@@ -1,8 +1,9 @@
 #!/bin/sh
-# Installs what the Node.js producer example (examples/node) and its test need: Node.js and
-# npm from Debian's packages when they are missing, then the example's one npm package, the
-# official NATS client, exactly as package-lock.json pins it (`npm ci`).
-# Without them GymBus still works: the Node producer test is skipped (in CI it fails).
+# Installs what needs Node.js: Node.js and npm from Debian's packages when they are missing,
+# then, each exactly as its package-lock.json pins it (`npm ci`), the Node.js producer
+# example's one npm package (examples/node: the official NATS client) and the one of
+# `gym-runner secure init --operator` (runner/security/sign_jwt: NATS's official JWT library).
+# Without them GymBus still works but for --operator: their tests are skipped (in CI they fail).
 cd "$(dirname "$0")/.." || exit 0
 missing=""
 command -v node >/dev/null 2>&1 || missing=" nodejs"
@@ -13,10 +14,12 @@ if [ -n "$missing" ]; then
         apt-get update -qq && apt-get install -y -qq $missing >/dev/null
     fi
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-        echo "note:$missing not installed (apt-get install$missing, as root); the Node producer test will be skipped" >&2
+        echo "note:$missing not installed (apt-get install$missing, as root); the tests that need node will be skipped" >&2
         exit 0
     fi
 fi
-npm ci --prefix examples/node --no-audit --no-fund --loglevel=error || \
-    echo "note: npm ci in examples/node failed; the Node producer test will be skipped" >&2
+for folder in examples/node runner/security/sign_jwt; do
+    npm ci --prefix "$folder" --no-audit --no-fund --loglevel=error || \
+        echo "note: npm ci in $folder failed; the tests that need it will be skipped" >&2
+done
 exit 0

@@ -11,7 +11,7 @@
 // NATS_NKEY=bus-secrets/credentials/runner.nk (or a NATS_CREDS file): the producer role may
 // publish tasks but not read results.
 
-import { createHmac, randomBytes } from "node:crypto";
+import { createHash, createHmac, randomBytes } from "node:crypto";
 import { createReadStream, readFileSync, writeFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
@@ -29,7 +29,7 @@ import {
 
 const TASKS_STREAM = "GYM_TASKS";
 const RESULTS_STREAM = "GYM_RESULTS";
-const CLAIMS_BUCKET = "gym_claims";
+const CLAIMS_STREAM = "GYM_CLAIMS";
 const NAME = /^[A-Za-z0-9_-]+$/;
 
 const { values: args } = parseArgs({
@@ -122,12 +122,33 @@ const finished = new Promise((resolve) => {
   doneWith = resolve;
 });
 
+// A rollout too big for one message waits in the claim store, in chunks addressed to the
+// runner role: Gym-Claim is "<subject prefix>;<chunks>;<sha256, base64url>", and chunk i is
+// the last message on <prefix>.<i>, read by a direct get (all the runner role may do there).
 async function bodyOf(msg) {
   const claim = msg.headers?.get("Gym-Claim");
   if (!claim) return msg.data;
-  // A rollout too big for one message waits in the object store under that name.
-  const store = await js.views.os(CLAIMS_BUCKET);
-  return store.getBlob(claim);
+  const [prefix, chunks, digest] = claim.split(";");
+  const parts = [];
+  for (let i = 0; i < Number(chunks); i += 1) {
+    parts.push((await jsm.direct.getMessage(CLAIMS_STREAM, { last_by_subj: `${prefix}.${i}` })).data);
+  }
+  const body = Buffer.concat(parts);
+  if (createHash("sha256").update(body).digest("base64url") !== digest) {
+    throw new Error(`claimed body ${prefix} is gone or changed`);
+  }
+  return body;
+}
+
+// Once its result is acked, a claimed body is released: an empty message that lives one
+// second replaces each chunk.
+function release(msg) {
+  const claim = msg.headers?.get("Gym-Claim");
+  if (!claim) return;
+  const [prefix, chunks] = claim.split(";");
+  const h = headers();
+  h.set("Nats-TTL", "1");
+  for (let i = 0; i < Number(chunks); i += 1) nc.publish(`${prefix}.${i}`, new Uint8Array(0), { headers: h });
 }
 
 async function readResults() {
@@ -150,6 +171,7 @@ async function readResults() {
     rows.push(text);
     written.set(seq, row._ng_failure_class ? null : row.reward);
     msg.ack();
+    release(msg);
     if (!publishing && written.size === published) doneWith();
   }
 }

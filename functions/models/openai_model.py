@@ -36,14 +36,13 @@ from gymbus.schemas import BadRequest, Response, ResponsesCreateParams, Upstream
 
 from .._spec import ModelOptions
 from ._chat import ChatCompletion, chat_request, context_overflow, response_from_chat
+from ._statuses import is_context_overflow, is_transient
 
 __all__ = ["OpenAIModel", "responses_body"]
 
 _json = msgspec.json.Encoder()
 _response_decoder = msgspec.json.Decoder(Response)
 _chat_decoder = msgspec.json.Decoder(ChatCompletion)
-_CONTEXT_OVERFLOW = ("context length", "context_length", "maximum context", "too many tokens")
-_TRANSIENT_STATUS = {408, 409, 429}
 
 
 class OpenAIModel:
@@ -80,10 +79,10 @@ class OpenAIModel:
                 return await self._chat(params)
             return await self._responses(params)
         except openai.APIStatusError as exc:
-            if exc.status_code == 400 and _is_context_overflow(exc):
+            if is_context_overflow(exc.status_code, str(exc.message)):
                 return context_overflow(self.model)
             message = f"model endpoint answered HTTP {exc.status_code}: {_brief(exc)}"
-            if exc.status_code in _TRANSIENT_STATUS or exc.status_code >= 500:
+            if is_transient(exc.status_code):
                 raise self._failed(message) from None
             raise BadRequest(self._scrub(message)) from None
         except openai.APITimeoutError:
@@ -132,8 +131,3 @@ def responses_body(params: ResponsesCreateParams, model: str) -> dict[str, Any]:
 
 def _brief(exc: openai.APIStatusError) -> str:
     return str(exc.message)[:300]
-
-
-def _is_context_overflow(exc: openai.APIStatusError) -> bool:
-    text = str(exc.message).lower()
-    return any(marker in text for marker in _CONTEXT_OVERFLOW)

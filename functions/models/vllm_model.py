@@ -74,6 +74,7 @@ from ._chat import (
 )
 from ._hermes import split_tool_calls
 from ._servers import Servers
+from ._statuses import is_context_overflow, is_transient
 from ._tokens import CallTokens, History, continue_prompt, generation_of, history_of, with_tokens
 
 __all__ = ["VLLMModel"]
@@ -84,8 +85,6 @@ _CAPTURE = {"logprobs": True, "top_logprobs": 0, "return_token_ids": True, "retu
 # Chat-only request keys a `metadata.extra_body` may carry; `/v1/completions` takes the rest.
 _CHAT_ONLY = {"chat_template", "chat_template_kwargs", "add_generation_prompt", "continue_final_message",
               "documents", "tool_choice", "parallel_tool_calls", "reasoning_effort", "include_reasoning"}  # fmt: skip
-_CONTEXT_OVERFLOW = ("context length", "context_length", "maximum context", "too many tokens", "max_tokens")
-_TRANSIENT_STATUS = {408, 409, 429}
 
 
 class _CompletionLogprobs(msgspec.Struct):
@@ -364,10 +363,10 @@ class VLLMModel:
 
 def _status_error(status: int, content: bytes, url: str) -> Exception:
     text = content.decode(errors="replace")
-    if status == 400 and any(marker in text.lower() for marker in _CONTEXT_OVERFLOW):
+    if is_context_overflow(status, text):
         return _ContextOverflow(text)
     message = f"model server {redact_url(url)} answered HTTP {status}: {text[:300]}"
-    if status in _TRANSIENT_STATUS or status >= 500:
+    if is_transient(status):
         return UpstreamFailed(message)
     return BadRequest(message)
 

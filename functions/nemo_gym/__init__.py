@@ -12,10 +12,12 @@ from ._hosted import (
     PREFIX,
     SUPPORTED_AGENTS,
     HostedEnvironment,
+    ServerOutline,
     environment_name,
     is_nemo_gym,
     locate,
     open_server,
+    outline,
     prepare,
 )
 from ._proxy import SessionElsewhere, SessionRecord
@@ -30,6 +32,7 @@ __all__ = [
     "SUPPORTED_AGENTS",
     "HostedEnvironment",
     "SessionElsewhere",
+    "ServerOutline",
     "SessionRecord",
     "environment_name",
     "find_python",
@@ -37,6 +40,7 @@ __all__ = [
     "is_nemo_gym",
     "locate",
     "open_server",
+    "outline",
     "prepare",
     "requirements_of",
     "virtual_env",

@@ -29,16 +29,18 @@ from ._config import ServerConfig, global_config, read_config, settings_of
 from ._http import ServerClient
 from ._process import ServerInfo, ServerProcess
 from ._proxy import Proxy
-from ._shim import ModelShims
+from ._shim import ModelShims, bus_model_name
 from ._venv import pinned, requirements_of, virtual_env
 
 __all__ = [
     "PREFIX",
     "HostedEnvironment",
+    "ServerOutline",
     "environment_name",
     "is_nemo_gym",
     "locate",
     "open_server",
+    "outline",
     "prepare",
 ]
 
@@ -102,6 +104,26 @@ def prepare(target: str) -> Path:
     directory, config = locate(target)
     server = read_config(directory, config)
     return virtual_env(requirements_of(directory), server.name, directory).path
+
+
+@dataclass(frozen=True)
+class ServerOutline:
+    """What hosting a server needs on a locked bus, read from its config without starting it:
+    its environment's name, the agents served with it, and the models (by their names on the
+    bus) that the server's judges and those agents call."""
+
+    name: str
+    agents: tuple[str, ...]
+    models: tuple[str, ...]
+
+
+def outline(target: str) -> ServerOutline:
+    """The `ServerOutline` of the server `target` names (`BadRequest` if it names none)."""
+    directory, config = locate(target)
+    server = read_config(directory, config)
+    agents = _agents(server)
+    models = {bus_model_name(name) for name in server.models} | {agent.model for agent in agents}
+    return ServerOutline(server.name, tuple(agent.name for agent in agents), tuple(sorted(models)))
 
 
 def environment_name(target: str) -> str:
@@ -234,7 +256,7 @@ def _agents(server: ServerConfig) -> tuple[Agent, ...]:
 def _simple_agent(name: str, environment: str, max_steps: int | None) -> Agent:
     return Agent(
         name=name,
-        run=AGENT_KINDS["simple_agent"],
+        rollout=AGENT_KINDS["simple_agent"],
         environment=environment,
         max_steps=max_steps or DEFAULT_LIMITS.max_steps,
         description=f"simple_agent over the NeMo Gym server {environment}",

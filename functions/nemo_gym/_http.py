@@ -15,7 +15,15 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from gymbus.schemas import DEFAULT_LIMITS, BadRequest, DeadlineExceeded, FunctionFailed, NotFound, UpstreamFailed
+from gymbus.schemas import (
+    DEFAULT_LIMITS,
+    DEFAULT_TIMEOUTS,
+    BadRequest,
+    DeadlineExceeded,
+    FunctionFailed,
+    NotFound,
+    UpstreamFailed,
+)
 
 __all__ = ["Reply", "ServerClient", "ServerGone", "unprocessable"]
 
@@ -43,7 +51,9 @@ class ServerClient:
         self.base = f"http://127.0.0.1:{port}"
         self.cookie = cookie
         self.http = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=DEFAULT_LIMITS.max_in_flight, keepalive_timeout=15.0),
+            connector=aiohttp.TCPConnector(
+                limit=DEFAULT_LIMITS.max_in_flight, keepalive_timeout=DEFAULT_TIMEOUTS.http_keepalive
+            ),
             cookie_jar=aiohttp.DummyCookieJar(),
         )
 

@@ -26,14 +26,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-import msgspec
 
 from gymbus.bus import (
     Bus,
     EmbeddedServer,
     RunClient,
     ServeOptions,
-    failure_row,
     is_served,
     open_bus,
     subjects,
@@ -43,13 +41,13 @@ from gymbus.functions import AGENTS, ModelOptions, policy_adapter
 from gymbus.schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
-    FAILURE_CLASS,
-    FAILURE_MESSAGE,
     INPUT_LINE,
-    REWARD,
     BusUnavailable,
+    ClaimStoreFull,
     Limits,
+    PayloadTooLarge,
     Timeouts,
+    failure_row,
 )
 
 from .._metrics import Metrics
@@ -67,7 +65,6 @@ log = logging.getLogger("gymbus.collect")
 
 _T = TypeVar("_T")
 
-_encode = msgspec.json.Encoder().encode
 
 
 @dataclass(frozen=True)
@@ -77,15 +74,14 @@ class CollectOptions:
     agent: str | None = None
     limit: int | None = None
     num_repeats: int = 1
-    concurrency: int = 1024
+    concurrency: int = DEFAULT_LIMITS.collect_concurrency
     resume: bool = False
-    workers: int = 2
-    """Worker processes to start when running on the embedded server (two use both cores of a
-    small machine: measured 1,600-2,100 rollouts/s against 1,250-1,500 with one)."""
+    workers: int = DEFAULT_LIMITS.embedded_workers
+    """Worker processes to start when running on the embedded server."""
     model: ModelOptions | None = None
     """An OpenAI-compatible endpoint; `None` means the offline policy."""
     nats_url: str | None = None
-    max_attempts: int = 3
+    max_attempts: int = DEFAULT_LIMITS.max_attempts
     """Attempts per rollout across `--resume`s before its failure is final."""
     limits: Limits = DEFAULT_LIMITS
     timeouts: Timeouts = DEFAULT_TIMEOUTS
@@ -106,7 +102,7 @@ class CollectResult:
     """The whole command, starting the bus and workers included."""
     metrics: Metrics
     interrupted: bool = False
-    run: str = ""
+    run_id: str = ""
     workers_log: Path | None = None
     """Where the workers this run started wrote their output; `None` if it started none."""
     done_before: int = 0
@@ -170,9 +166,9 @@ async def _collect(
         stop_within = options.timeouts.drain + 5
         try:
             served = {name for name in plan.agents if await is_served(bus.nc, name)}
-            run = run_id_for(options)
+            run_id = run_id_for(options)
             client = await RunClient.open(
-                bus.nc, run, resume=options.resume, limits=options.limits, timeouts=options.timeouts
+                bus.nc, run_id, resume=options.resume, limits=options.limits, timeouts=options.timeouts
             )
             ledger = Ledger(plan.total, options.concurrency)
             sink = ResultSink(client, ledger, paths, metrics, view, progressed)
@@ -204,7 +200,7 @@ async def _collect(
         seconds=time.monotonic() - started,
         metrics=metrics,
         interrupted=not finished,
-        run=run,
+        run_id=run_id,
         workers_log=paths.workers_log if workers else None,
         done_before=counts["done_before"],
         collecting=collecting,
@@ -357,7 +353,10 @@ async def _launch(item: PlannedRollout, state: _RunState, timeouts: Timeouts) ->
     if entry is None:
         return
     attempt = state.progressed.failed[(item.task_index, item.rollout_index)]
-    await state.client.submit(item.agent, item.body, item.seq, attempt, entry.deadline)
+    try:
+        await state.client.submit(item.agent, item.body, item.seq, attempt, entry.deadline)
+    except (ClaimStoreFull, PayloadTooLarge) as exc:  # a row too big to send now: written as failed
+        state.sink.record(item.seq, entry.failure_row(exc.type, f"the task could not be sent: {exc}"))
 
 
 async def _wait_settled(ledger: Ledger, stop_publishing: asyncio.Event) -> None:
@@ -407,14 +406,7 @@ def _unserved_row(item: PlannedRollout) -> bytes:
 
 
 def _bad_row(item: BadRow) -> bytes:
-    return _encode(
-        {
-            REWARD: 0.0,
-            FAILURE_CLASS: "invalid_input",
-            FAILURE_MESSAGE: str(item.error),
-            INPUT_LINE: item.line,
-        }
-    )
+    return failure_row(b"", "invalid_input", str(item.error), **{INPUT_LINE: item.line})
 
 
 async def _write_metrics(paths: OutputPaths, metrics: Metrics) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from gymbus.bus import nats_url_from_env
-from gymbus.schemas import DEFAULT_TIMEOUTS, GymError
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 
 from .._console import err, fail, say
 from .._interrupts import Interrupts, interrupted_exit_code
@@ -36,13 +36,15 @@ def collect_command(
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Use only the first N input rows.", min=1)] = None,
     num_repeats: Annotated[int, typer.Option(help="Rollouts per row (repeats are consecutive).", min=1)] = 1,
-    concurrency: Annotated[int, typer.Option(help="Most rollouts in flight at once.", min=1)] = 1024,
+    concurrency: Annotated[
+        int, typer.Option(help="Most rollouts in flight at once.", min=1)
+    ] = DEFAULT_LIMITS.collect_concurrency,
     resume: Annotated[
         bool, typer.Option(help="Keep rollouts already written; run only the missing ones.")
     ] = False,
     workers: Annotated[
         int, typer.Option(help="Worker processes to start (embedded server only).", min=1)
-    ] = 2,
+    ] = DEFAULT_LIMITS.embedded_workers,
     rollout_timeout: Annotated[
         float,
         typer.Option(

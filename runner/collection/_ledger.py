@@ -12,14 +12,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
 from gymbus.bus import Slots
-from gymbus.schemas import AGENT_REF, FAILURE_CLASS, FAILURE_MESSAGE, REWARD, ROLLOUT_INDEX, TASK_INDEX
+from gymbus.schemas import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, failure_row
 
 __all__ = ["InFlight", "Ledger"]
-
-_encode = msgspec.json.Encoder().encode
 
 
 @dataclass(frozen=True)
@@ -41,7 +37,7 @@ class InFlight:
 
     def failure_row(self, failure_class: str, message: str) -> bytes:
         """A failure row for this rollout, made by the runner (its task's row is not at hand)."""
-        return _encode({**self.keys(), REWARD: 0.0, FAILURE_CLASS: failure_class, FAILURE_MESSAGE: message})
+        return failure_row(b"", failure_class, message, **self.keys())
 
 
 class Ledger:

@@ -26,18 +26,36 @@ def secure_init_command(
         list[str],
         typer.Option("--model", "-m", help="A model name served on the bus (repeatable), e.g. policy."),
     ] = [],  # noqa: B006
+    nemo_gym: Annotated[
+        list[str],
+        typer.Option(
+            "--nemo-gym",
+            help="A NeMo Gym server to host (repeatable), as `serve nemo-gym:<server>` names it; "
+            "its role covers its environment and its config's agents.",
+        ),
+    ] = [],  # noqa: B006
     listen: Annotated[str, typer.Option(help="The server's client address.")] = "0.0.0.0:4222",
     tls_cert: Annotated[Path | None, typer.Option(help="The server's TLS certificate.")] = None,
     tls_key: Annotated[Path | None, typer.Option(help="Its private key.")] = None,
     tls_ca: Annotated[
         Path | None, typer.Option(help="CA of client certificates: with it, clients must present one.")
     ] = None,
+    operator: Annotated[
+        bool,
+        typer.Option(
+            "--operator",
+            help="Users of an operator-mode server (JWTs, a .creds file per role) instead of nkeys; "
+            "needs node and the npm package the error names.",
+        ),
+    ] = False,
 ) -> None:
     """Write a nats-server configuration whose users are GymBus's roles, each allowed only
-    the subjects it needs, and one nkey credentials file (mode 0600) per role.
+    the subjects it needs, and one credentials file (mode 0600) per role: an nkey seed, or
+    with --operator a .creds file (the roles as users of an operator's account).
 
-    Roles: runner, producer, monitor, agent-<agent>, env-<env>, model-<model>. Every agent of a
-    named environment, and every model a named agent calls, is included.
+    Roles: runner, producer, monitor, admin, agent-<agent>, env-<env>, model-<model>,
+    nemo-gym-<server>. Every agent of a named environment, and every model a named agent or
+    server calls, is included.
 
     Example:
 
@@ -47,17 +65,21 @@ def secure_init_command(
 
         NATS_URL=nats://host:4222 NATS_NKEY=bus-secrets/credentials/runner.nk gym-runner collect ...
     """
-    if not (env or agent):
-        fail("name at least one --env or --agent")
+    if not (env or agent or nemo_gym):
+        fail("name at least one --env, --agent or --nemo-gym")
     if bool(tls_cert) != bool(tls_key):
         fail("--tls-cert and --tls-key go together")
     tls = (tls_cert, tls_key, tls_ca) if tls_cert and tls_key else None
     try:
-        layout = secure_init(out, env, agent, model, listen=listen, tls=tls)
-    except (ValueError, FileExistsError) as exc:
+        layout = secure_init(
+            out, env, agent, model, listen=listen, tls=tls, operator=operator, nemo_gym=nemo_gym
+        )
+    except (ValueError, FileExistsError, RuntimeError) as exc:
         fail(str(exc))
     say(f"Server configuration: {layout.config}   (nats-server -c {layout.config})")
-    say(f"Helm chart values: {layout.helm_values}")
-    say("Credentials (mode 0600; give each process its own with NATS_NKEY=<file>):")
+    if layout.helm_values is not None:
+        say(f"Helm chart values: {layout.helm_values}")
+    variable = "NATS_CREDS" if operator else "NATS_NKEY"
+    say(f"Credentials (mode 0600; give each process its own with {variable}=<file>):")
     for role, path in layout.credentials.items():
         say(f"  {role:<40} {path}")

@@ -6,24 +6,31 @@ For a named set of environments, agents and models it writes, under `--out`:
                                 `authorization` block: one nkey user per role, with its permissions
     helm-auth-values.yaml       the same users as values for the official NATS Helm chart
     credentials/<role>.nk       each role's nkey seed, mode 0600 (runner, producer, monitor,
-                                adapters, agent-<agent>, env-<env>, model-<model>)
+                                admin, adapters, agent-<agent>, env-<env>, model-<model>,
+                                nemo-gym-<server>)
 
 The configuration holds public keys only; the seeds never leave `credentials/`. A process
-uses its role's file through `NATS_NKEY=<file>` (or `--nats-nkey`).
+uses its role's file through `NATS_NKEY=<file>` (or `--nats-nkey`). With `--operator` the
+roles are users of an operator-mode server instead (`_operator`): nats.conf trusts
+an operator, and each role gets `credentials/<role>.creds` (`NATS_CREDS=<file>`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from gymbus.bus import (
     Role,
     adapters_role,
+    admin_role,
     agent_role,
     environment_role,
+    hosted_server_role,
     model_role,
     monitor_role,
     producer_role,
@@ -32,7 +39,10 @@ from gymbus.bus import (
     write_seed,
 )
 from gymbus.functions import AGENTS, ENVIRONMENTS, agents_of
-from gymbus.schemas import DEFAULT_LIMITS
+from gymbus.functions.nemo_gym import PREFIX, ServerOutline, outline
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
+
+from ._operator import issue, jwt_tool_missing
 
 __all__ = ["SecureLayout", "secure_init"]
 
@@ -42,14 +52,22 @@ class SecureLayout:
     """What `secure_init` wrote."""
 
     config: Path
-    helm_values: Path
+    helm_values: Path | None
+    """Values for the NATS Helm chart (nkey mode only)."""
     credentials: dict[str, Path]
-    """Role name -> its nkey seed file."""
+    """Role name -> its nkey seed file (`NATS_NKEY`), or with `--operator` its creds file
+    (`NATS_CREDS`)."""
 
 
-def roles_for(environments: list[str], agents: list[str], models: list[str]) -> list[Role]:
+def roles_for(
+    environments: list[str], agents: list[str], models: list[str], nemo_gym: Sequence[str] = ()
+) -> list[Role]:
     """Every role a bus serving these functions needs: the fixed ones, one per agent
-    (with every agent of the named environments), environment and model."""
+    (with every agent of the named environments), environment and model, and one per hosted
+    NeMo Gym server (`nemo-gym-<server>`: what `serve nemo-gym:<server>` hosts, its
+    environment and its config's agents, read from its config), with the models they call.
+    A hosted agent served on its own would get `agent_role(name, server, models)`."""
+    hosted = [_outline(target) for target in nemo_gym]
     for env in environments:
         if env not in ENVIRONMENTS:
             raise ValueError(f"unknown environment {env!r}; known: {', '.join(sorted(ENVIRONMENTS))}")
@@ -59,17 +77,31 @@ def roles_for(environments: list[str], agents: list[str], models: list[str]) -> 
     agents = sorted({*agents, *(name for env in environments for name in agents_of(ENVIRONMENTS[env]))})
     environments = sorted({*environments, *(AGENTS[name].environment for name in agents)})
     models = sorted(
-        {*models, *(m for name in agents for m in (AGENTS[name].model, *AGENTS[name].other_models))}
-    )
+        {*models, *(m for name in agents for m in (AGENTS[name].model, *AGENTS[name].other_models)),
+         *(m for server in hosted for m in server.models)}
+    )  # fmt: skip
+    clash = sorted({server.name for server in hosted} & set(environments))
+    if clash:
+        raise ValueError(f"the NeMo Gym servers {', '.join(clash)} serve as GymBus's own environments of "
+                         "the same names: a bus serves one or the other")  # fmt: skip
     return [
         runner_role(),
         producer_role(),
         monitor_role(),
+        admin_role(),
         adapters_role(),
         *(agent_role(name) for name in agents),
         *(environment_role(name, models) for name in environments),
         *(model_role(name) for name in models),
+        *(hosted_server_role(server.name, server.agents, server.models) for server in hosted),
     ]
+
+
+def _outline(target: str) -> ServerOutline:
+    try:
+        return outline(target.removeprefix(PREFIX))
+    except GymError as exc:
+        raise ValueError(f"NeMo Gym server {target}: {exc}") from None
 
 
 def secure_init(
@@ -80,29 +112,46 @@ def secure_init(
     *,
     listen: str = "0.0.0.0:4222",
     tls: tuple[Path, Path, Path | None] | None = None,
+    operator: bool = False,
+    nemo_gym: Sequence[str] = (),
 ) -> SecureLayout:
     """Write the configuration and credentials (see the module docstring). `tls` is the
-    server's certificate, its key and, to require client certificates, their CA.
+    server's certificate, its key and, to require client certificates, their CA;
+    `operator` makes the roles users of an operator-mode server (`_secure_operator`).
     Refuses to overwrite an earlier set: new keys would lock out every running process."""
-    roles = roles_for(environments, agents, models)
+    roles = roles_for(environments, agents, models, nemo_gym)
     credentials = out / "credentials"
-    if (out / "nats.conf").exists() or credentials.exists():
+    if (out / "nats.conf").exists() or credentials.exists() or (out / "operator").exists():
         raise FileExistsError(f"{out} already holds a configuration; choose another --out or remove it")
+    if operator and (missing := jwt_tool_missing()):
+        raise RuntimeError(f"--operator needs NATS's JWT library: {missing}")
     credentials.mkdir(parents=True, mode=0o700)
-    users = [(role, write_seed(credentials / f"{role.name}.nk")) for role in roles]
+    os.chmod(out, 0o700)
     config = out / "nats.conf"
+    if operator:
+        try:
+            issued = issue(out, roles)
+        except BaseException:
+            shutil.rmtree(credentials)  # nothing half made stays behind to block a second try
+            shutil.rmtree(out / "operator", ignore_errors=True)
+            raise
+        config.write_text(_server_config(out, listen, tls) + issued.config)
+        return SecureLayout(config, None, issued.credentials)
+    users = [(role, write_seed(credentials / f"{role.name}.nk")) for role in roles]
     config.write_text(_server_config(out, listen, tls) + server_authorization(users))
     helm = out / "helm-auth-values.yaml"
     helm.write_text(_helm_values(users))
-    os.chmod(out, 0o700)
     return SecureLayout(config, helm, {role.name: credentials / f"{role.name}.nk" for role in roles})
 
 
 def _server_config(out: Path, listen: str, tls: tuple[Path, Path, Path | None] | None) -> str:
     lines = [
-        "# Written by `gym-runner secure init`: nkey users with per-role permissions.",
+        "# Written by `gym-runner secure init`: GymBus's roles as users, each with its permissions.",
         f"listen: {json.dumps(listen)}",
         f"max_payload: {DEFAULT_LIMITS.max_payload}",
+        # A frozen client is dropped (out of every queue group) in seconds, as by the embedded server.
+        f'ping_interval: "{DEFAULT_TIMEOUTS.server_ping:g}s"',
+        f"ping_max: {DEFAULT_LIMITS.server_pings_out}",
         f"jetstream {{ store_dir: {json.dumps(str(out.resolve() / 'jetstream'))} }}",
     ]
     if tls is not None:
@@ -118,16 +167,7 @@ def _helm_values(users: list[tuple[Role, str]]) -> str:
     """Values for the official NATS chart (`config.merge`) with these users."""
     import yaml  # only this command needs it; worker processes do not load it
 
-    entries = [
-        {
-            "nkey": key,
-            "permissions": {
-                "publish": {"allow": list(role.publish)},
-                "subscribe": {"allow": [f"_INBOX.{key}.>", *role.subscribe]},
-            },
-        }
-        for role, key in users
-    ]
+    entries = [{"nkey": key, "permissions": role.permissions(key)} for role, key in users]
     header = (
         "# Written by `gym-runner secure init`: the users of nats.conf for the NATS Helm chart.\n"
         "# helm upgrade --install nats nats/nats -f deploy/kubernetes/nats-values.yaml -f <this file>\n"

@@ -63,7 +63,7 @@ def serve_command(
     web search and servers with their own hosted judge endpoint (about 20). Need containers,
     sandbox services or GPUs (10). Driven by agents GymBus does not run (gymnasium,
     tool-simulation, ...: 19). Some download data at start-up (they need the internet).
-    See the README's NeMo Gym section.
+    See docs/nemo-gym.md.
 
     Examples:
 

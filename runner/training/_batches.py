@@ -19,8 +19,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gymbus.bus import Connection, RunClient, failure_row, is_served, model_servers, subjects
-from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, Limits, Timeouts
+from gymbus.bus import Connection, RunClient, is_served, model_servers, subjects
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, Limits, Timeouts, failure_row
 
 __all__ = ["BatchTask", "TaskBatches"]
 
@@ -106,7 +106,7 @@ class _Batch:
                 message = (
                     f"no worker serves {subjects.agent_run(task.agent)}: start one with `gym-runner serve`"
                 )
-                self._settle(seq, failure_row(task.body, "no_worker", message))
+                self._fill(seq, failure_row(task.body, "no_worker", message))
         await self.client.wait_submitted()
         try:
             async with asyncio.timeout(max(0.0, deadline + owner.grace - time.time())):
@@ -122,15 +122,15 @@ class _Batch:
     async def _read(self) -> None:
         async for results in self.client.results():
             for result in results:
-                self._settle(result.seq, result.body)
+                self._fill(result.seq, result.body)
             await self.client.ack(results)
 
     def _given_up(self, seq: int, deliveries: int) -> None:
         if 0 <= seq < len(self.tasks):
             message = f"the task was delivered {deliveries} times and never finished: its agent worker died on it"
-            self._settle(seq, failure_row(self.tasks[seq].body, "deliveries_exhausted", message))
+            self._fill(seq, failure_row(self.tasks[seq].body, "deliveries_exhausted", message))
 
-    def _settle(self, seq: int, row: bytes) -> None:
+    def _fill(self, seq: int, row: bytes) -> None:
         if 0 <= seq < len(self.rows) and self.rows[seq] is None:
             self.rows[seq] = row
             self.missing -= 1

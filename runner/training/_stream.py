@@ -28,8 +28,8 @@ from typing import Any
 
 import msgspec
 
-from gymbus.bus import RunClient, failure_row
-from gymbus.schemas import TASK_INDEX, Timeouts
+from gymbus.bus import RunClient
+from gymbus.schemas import TASK_INDEX, Timeouts, failure_row
 
 from ._groups import GroupOutcome, Member, read_member, score_group
 from ._sampling import Sampling

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from gymbus.bus import nats_url_from_env
-from gymbus.schemas import GymError
+from gymbus.schemas import DEFAULT_LIMITS, GymError
 
 from .._console import err, fail, say, show_list
 from .._interrupts import Interrupts, interrupted_exit_code
@@ -42,7 +42,7 @@ def verify_command(
     ] = None,
     concurrency: Annotated[
         int, typer.Option(help="Most rows in flight at once (and held for writing in order).", min=1)
-    ] = 256,
+    ] = DEFAULT_LIMITS.verify_concurrency,
     model_url: ModelUrl = None,
     model: ModelName = None,
     model_api_key: ModelKey = None,

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 from msgspec import Struct
 
-from gymbus.bus import failure_row, subjects
+from gymbus.bus import subjects
 from gymbus.functions import Agent
 from gymbus.schemas import (
     AGENT_REF,
@@ -37,6 +37,7 @@ from gymbus.schemas import (
     Response,
     RolloutFailed,
     VerifyResult,
+    failure_row,
     merge_row,
     row_fields,
 )
@@ -165,7 +166,7 @@ def _text(raw: msgspec.Raw | None) -> str:
 
 def unverified_row(body: bytes, number: int, failure_class: str, message: str) -> bytes:
     """A failure row for a stored row that could not be verified, marked with its line."""
-    return merge_row(failure_row(body, failure_class, message), **{INPUT_LINE: number})
+    return failure_row(body, failure_class, message, **{INPUT_LINE: number})
 
 
 def verify_error(exc: RemoteError, path: str, number: int) -> str:

@@ -57,6 +57,7 @@ from gymbus.functions import AGENT_KINDS, AGENTS, Agent, ModelOptions, policy_ad
 from gymbus.schemas import (
     CALL_RETRY,
     DEADLINE,
+    DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
     SESSION,
     AgentRef,
@@ -73,7 +74,7 @@ from gymbus.schemas import (
 from .._console import LISTED
 from .._input import read_lines
 from .._metrics import Metrics
-from .._output import JsonlWriter
+from .._output import JsonlWriter, OutputPaths, sidecar
 from .._progress import ProgressView
 from .._workers import WorkerProcesses
 from ._join import InputIndex, JoinTally
@@ -81,7 +82,6 @@ from ._rescore import Disagreement, Stored, agrees, read_stored, rescored_row, u
 
 __all__ = ["VerifyOptions", "VerifyPaths", "VerifyReport", "verify_rollouts"]
 
-_FLUSH_LINES = 2048
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class VerifyOptions:
     output: Path
     agent: str | None = None
     """Agent of rows without `agent_ref` (NeMo Gym rollout files often have none)."""
-    concurrency: int = 256
+    concurrency: int = DEFAULT_LIMITS.verify_concurrency
     """Rows in flight at once; also the most rows held for writing in order."""
     inputs: Path | None = None
     """The inputs the rollouts were made from (NeMo Gym's `<stem>_materialized_inputs.jsonl`,
@@ -112,13 +112,13 @@ class VerifyPaths:
 
     @classmethod
     def for_output(cls, output: Path) -> VerifyPaths:
-        stem = output.stem
+        collected = OutputPaths.for_output(output)  # the sidecars collect writes, named the same
         return cls(
             rescored=output,
-            disagreements=output.with_name(f"{stem}_disagreements.jsonl"),
-            failures=output.with_name(f"{stem}_failures.jsonl"),
-            metrics=output.with_name(f"{stem}_aggregate_metrics.json"),
-            workers_log=output.with_name(f"{stem}_workers.log"),
+            disagreements=sidecar(output, "disagreements.jsonl"),
+            failures=collected.failures,
+            metrics=collected.metrics,
+            workers_log=collected.workers_log,
         )
 
     def all(self) -> tuple[Path, ...]:
@@ -166,7 +166,7 @@ class _Failed:
 
 
 @dataclass(frozen=True)
-class _Run:
+class _Verification:
     """What every row's verification needs."""
 
     nc: Connection
@@ -193,9 +193,9 @@ async def verify_rollouts(
             environments = sorted({known[name].environment for name in needed if name in known})
             workers = await _start_workers(environments, bus, options) if bus.embedded else None
             try:
-                run = _Run(bus.nc, options, known, await _served(bus.nc, environments, view), inputs)
+                verification = _Verification(bus.nc, options, known, await _served(bus.nc, environments, view), inputs)
                 view.start(total, already=0)
-                await _verify_all(run, report, view, stop or asyncio.Event())
+                await _verify_all(verification, report, view, stop or asyncio.Event())
             finally:
                 if workers is not None:
                     workers.stop(options.timeouts.drain + 5)
@@ -212,7 +212,7 @@ async def _live_agents(nc: Connection) -> dict[str, Agent]:
     """The agents live on the bus that are not built in (those over a hosted NeMo Gym
     server, say), each with the environment its service says it drives."""
     return {
-        name: Agent(name=name, run=AGENT_KINDS["simple_agent"], environment=environment)
+        name: Agent(name=name, rollout=AGENT_KINDS["simple_agent"], environment=environment)
         for name, environment in (await served_agents(nc)).items()
         if name not in AGENTS
     }
@@ -289,18 +289,20 @@ async def _served(nc: Connection, environments: list[str], view: ProgressView) -
     return served
 
 
-async def _verify_all(run: _Run, report: VerifyReport, view: ProgressView, stop: asyncio.Event) -> None:
+async def _verify_all(
+    verification: _Verification, report: VerifyReport, view: ProgressView, stop: asyncio.Event
+) -> None:
     """Send every row, and write the verdicts in input order (see the module docstring)."""
-    path = str(run.options.input)
+    path = str(verification.options.input)
     writers = _Writers(report.paths, path)
     window: deque[asyncio.Task[_Verified | _Failed]] = deque()
     try:
-        async for number, line in read_lines(run.options.input):
+        async for number, line in read_lines(verification.options.input):
             if stop.is_set():
                 report.interrupted = True
                 break
-            window.append(asyncio.create_task(_verify_row(run, line, path, number)))
-            if len(window) >= run.options.concurrency:
+            window.append(asyncio.create_task(_verify_row(verification, line, path, number)))
+            if len(window) >= verification.options.concurrency:
                 await writers.write(await window.popleft(), report, view)
         while window:
             await writers.write(await window.popleft(), report, view)
@@ -310,19 +312,19 @@ async def _verify_all(run: _Run, report: VerifyReport, view: ProgressView, stop:
         await writers.flush()
 
 
-async def _verify_row(run: _Run, line: bytes, path: str, number: int) -> _Verified | _Failed:
+async def _verify_row(verification: _Verification, line: bytes, path: str, number: int) -> _Verified | _Failed:
     """One row's verdict, or why it has none. Raises only if the bus itself is gone."""
     try:
-        body = run.inputs.join(line, path, number) if run.inputs is not None else line
-        stored = read_stored(body, path, number, run.options.agent, run.known)
+        body = verification.inputs.join(line, path, number) if verification.inputs is not None else line
+        stored = read_stored(body, path, number, verification.options.agent, verification.known)
     except InputError as exc:
         return _failed(line, number, "invalid_input", str(exc))
     except RolloutFailed as exc:
         return _failed(line, number, exc.failure_class, exc.message)
-    if stored.environment not in run.served:
+    if stored.environment not in verification.served:
         return _unserved(stored, path)
     try:
-        reply = await _request_verdict(run.nc, stored, run.options.timeouts)
+        reply = await _request_verdict(verification.nc, stored, verification.options.timeouts)
         row, fields, reward = rescored_row(stored.body, reply)
     except NoResponders:
         return _unserved(stored, path)
@@ -384,7 +386,7 @@ class _Writers:
         else:
             self._rescore(outcome, report)
         view.advance(1, report.metrics.mean_reward)
-        if len(self.rescored.buffer) + len(self.failures.buffer) > _FLUSH_LINES:
+        if len(self.rescored.buffer) + len(self.failures.buffer) > DEFAULT_LIMITS.write_batch_lines:
             await self.flush()
 
     def _fail(self, outcome: _Failed, report: VerifyReport) -> None:

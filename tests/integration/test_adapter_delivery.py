@@ -73,12 +73,14 @@ class Setup:
             syncer.stop()
         self.nats.stop()
 
-    def call(self) -> Response:
-        """One generation by the policy, through the bus."""
+    def call(self, rollout: str = "r") -> Response:
+        """One generation by the policy, through the bus, as a call of rollout `rollout` (whose
+        key picks the server it goes to first)."""
 
         async def once() -> Response:
             params = ResponsesCreateParams(
-                input="what is the weather in paris", max_output_tokens=8, metadata={POLICY_KEY: POLICY}
+                input="what is the weather in paris", max_output_tokens=8, metadata={POLICY_KEY: POLICY},
+                prompt_cache_key=rollout,
             )
             nc = await bus.connect(self.url, name="test")
             try:
@@ -202,7 +204,7 @@ def test_a_server_that_cannot_load_a_version_is_named_and_skipped_never_serving_
         client = VLLMClient(made.relay_url, server_timeout=30)
         client.load_lora_adapter("trl-policy-v1", str(make_adapter(tmp_path / "trl-policy-v1", seed=21)))
         outcome = made.relay.outcomes[-1]
-        versions = [made.call().output[-1].policy_version for _ in range(12)]
+        versions = [made.call(f"rollout-{number}").output[-1].policy_version for number in range(12)]
     finally:
         made.close()
         stub_server.close()

@@ -420,18 +420,18 @@ async def _kill_when_pending(url: str, agent: str, victim: int, busy: int, timeo
 REPO = Path(__file__).resolve().parents[2]
 
 
-def readme_train_command() -> list[str]:
-    """The README's CPU training command, as written there."""
-    lines = (REPO / "README.md").read_text().splitlines()
+def documented_train_command() -> list[str]:
+    """The CPU training command of the docs' training page, as written there."""
+    lines = (REPO / "docs" / "training.md").read_text().splitlines()
     line = next(line for line in lines if line.startswith(".venv/bin/python examples/trl/train.py"))
     return shlex.split(line)
 
 
-def test_the_readme_trains_one_step_on_a_cpu(
+def test_the_documented_command_trains_one_step_on_a_cpu(
     agents: Callable[[int], WorkerProcesses], trainer_bus: Fleet, tmp_path: Path
 ) -> None:
     agents(1)
-    command = readme_train_command()
+    command = documented_train_command()
     assert command[0] == ".venv/bin/python" and "$MODEL" in command
     command = [sys.executable if part == ".venv/bin/python" else part for part in command]
     command = [str(tiny_model_dir()) if part == "$MODEL" else part for part in command]

@@ -316,3 +316,39 @@ def test_reasoning_and_token_ids_are_shown_and_token_ids_start_folded(page: Any,
     tokens.locator("pre").first.wait_for()  # the ids are built when the fold opens
     opened = tokens.inner_text()
     assert "101 102 103" in opened and "7 8" in opened and "-0.5 -0.25" in opened
+
+
+def _covered_cells(page: Any) -> list[str]:
+    """The list's header and cells that something else is drawn over at their centre (or beside
+    their right edge), each as `column: text`; empty when the whole table can be seen."""
+    return list(
+        page.eval_on_selector_all(
+            "#list th, #list td",
+            """cells => cells.flatMap(cell => {
+                const box = cell.getBoundingClientRect();
+                cell.scrollIntoView({block: "center", inline: "nearest"});
+                const now = cell.getBoundingClientRect();
+                const y = now.top + now.height / 2;
+                const seen = [now.left + now.width / 2, now.right - 2].every(x => {
+                    const top = document.elementFromPoint(x, y);
+                    return top !== null && cell.contains(top);
+                });
+                const column = document.querySelectorAll("#list th")[cell.cellIndex].textContent;
+                return seen && box.width > 0 ? [] : [`${column}: ${cell.textContent}`];
+            })""",
+        )
+    )
+
+
+def test_at_1400_pixels_the_whole_list_is_beside_the_rollout_not_under_it(page: Any) -> None:
+    page.set_viewport_size({"width": 1400, "height": 900})
+    _open(page, 1)  # the rollout pane has content, as when someone reads the list beside it
+    assert _covered_cells(page) == []
+    list_right = page.eval_on_selector("#list", "e => e.getBoundingClientRect().right")
+    rollout_left = page.eval_on_selector("#rollout", "e => e.getBoundingClientRect().left")
+    assert list_right <= rollout_left
+    page.click("#sources button:nth-child(2)")  # the failures sidecar: every failure cell has text
+    _settled(page)
+    failures = page.eval_on_selector_all("#list td:last-child", "tds => tds.map(td => td.textContent)")
+    assert failures and all(failures)
+    assert _covered_cells(page) == []

@@ -44,7 +44,9 @@ def test_a_task_as_gym_runner_publishes_it_is_a_valid_task_envelope() -> None:
     assert not _valid("task", subject, {**headers, schemas.RUN: "my.run"}, row)
     assert not _valid("task", "gym.tasks.a.b", headers, row)
     assert not _valid("task", subject, headers, {"question": "no responses_create_params"})
-    assert _valid("task", subject, {**headers, schemas.CLAIM: "abc"}, "")  # a claimed body is empty
+    claim = "gym.claims.agent-example_single_tool_call_simple_agent.UABC.0f1e;3;47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
+    assert _valid("task", subject, {**headers, schemas.CLAIM: claim}, "")  # a claimed body is empty
+    assert not _valid("task", subject, {**headers, schemas.CLAIM: "abc"}, "")  # not a claim
 
 
 def test_an_error_reply_as_a_worker_sends_it_is_a_valid_error_envelope() -> None:

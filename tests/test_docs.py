@@ -1,0 +1,305 @@
+"""The docs: the site builds with warnings as errors, and every command the README and the
+docs pages show is one that works as written.
+
+Each fenced shell block (`bash`, `sh`, `shell`; the `$ ` lines of a `console` block) is read
+as the shell reads it: continued lines joined, comments dropped, split at `&&`, `;`, `|` and
+`&`, leading `NAME=value` assignments skipped. Then:
+
+- a `gym-runner ...` command is parsed by the real command line (its options, values and
+  subcommands) with every command's function taken out, so nothing runs; an unknown
+  command or option, a bad value or a missing required option fails;
+- `python -m MODULE` names a module that exists (vLLM's server, which runs in vLLM's own
+  environment, must be the one `tests/vllm_server.py` starts); so does every
+  `python -m MODULE` code span in the prose;
+- the script `python`, `sh` or `node` runs, and every path under one of the repository's
+  folders, exists;
+- `pip install` names only extras that pyproject.toml defines.
+
+A `gym-runner` line in a `text` block (a synopsis, with `[--option VALUE]` placeholders), and
+a `gym-runner ...` code span in the prose, must name a real command, and every option it
+shows must be one of that command's. Commands that
+other tests run (the README's two commands, the training page's CPU training command in
+tests/integration/test_trainer.py) are also parsed here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+SHELL = {"bash", "sh", "shell", "console"}
+FOLDERS = ("examples/", "scripts/", "deploy/", "bench/", "tests/", "docs/", "schemas/", "functions/", "bus/", "runner/")
+OPERATORS = {"&&", "||", ";", "|", "&", "(", ")"}
+REDIRECTS = {">", ">>", "<", ">&", "<&", "2>", "&>"}
+VLLM_SERVER = REPO / "tests" / "vllm_server.py"
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command as a reader would type it: where it is, its fence's language, its words."""
+
+    where: str  # file:line of the command's first line
+    language: str
+    text: str
+
+    def segments(self) -> list[list[str]]:
+        """The simple commands of the line, each without its leading NAME=value words."""
+        lexer = shlex.shlex(self.text, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        parts: list[list[str]] = [[]]
+        for token in lexer:
+            if token in OPERATORS:
+                parts.append([])
+            else:
+                parts[-1].append(token)
+        simple = []
+        for words in parts:
+            while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+                words = words[1:]
+            if words:
+                cut = next((i for i, word in enumerate(words) if word in REDIRECTS), len(words))
+                simple.append(words[:cut])
+        return simple
+
+
+def fenced_commands(path: Path) -> list[Command]:
+    """Every command line in the fenced code blocks of a Markdown file."""
+    found: list[Command] = []
+    lines = path.read_text().splitlines()
+    fence: str | None = None
+    language = ""
+    pending: list[str] = []
+    start = 0
+    for number, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if fence is None:
+            opened = re.match(r"^(```+|~~~+)\s*([\w+-]*)", stripped)
+            if opened:
+                fence, language = opened.group(1), opened.group(2).lower()
+            continue
+        if stripped.startswith(fence):
+            fence = None
+            continue
+        if language == "console":
+            if not stripped.startswith("$ "):
+                continue
+            stripped = stripped[2:]
+        if not pending:
+            start = number
+        pending.append(stripped.removesuffix("\\").strip())
+        if not stripped.endswith("\\"):
+            text = " ".join(pending)
+            pending = []
+            if text and not text.startswith("#"):
+                found.append(Command(f"{path.relative_to(REPO)}:{start}", language, text))
+    return found
+
+
+def inline_commands(path: Path) -> list[Command]:
+    """Every `gym-runner ...` and `python -m ...` code span of a Markdown file's prose."""
+    text = path.read_text()
+    prose = re.sub(r"^\s*(```+|~~~+).*?^\s*\1", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S | re.M)
+    found = []
+    for span in re.finditer(r"`([^`]+)`", prose):
+        words = " ".join(span.group(1).split())
+        if words.startswith(("gym-runner ", "python -m ")):
+            line = prose.count("\n", 0, span.start()) + 1
+            found.append(Command(f"{path.relative_to(REPO)}:{line}", "inline", words))
+    return found
+
+
+COMMANDS = [command for page in PAGES for command in (*fenced_commands(page), *inline_commands(page))]
+SHELL_COMMANDS = [command for command in COMMANDS if command.language in SHELL]
+SYNOPSES = [
+    command for command in COMMANDS if command.language not in SHELL and command.text.startswith("gym-runner ")
+]
+MODULES_IN_PROSE = [
+    command for command in COMMANDS if command.language == "inline" and command.text.startswith("python -m ")
+]
+
+
+def _words(program: str, command: Command) -> list[list[str]]:
+    """The argument lists of every simple command of `command` that runs `program`."""
+    return [words[1:] for words in command.segments() if Path(words[0]).name == program]
+
+
+def _with(program: str) -> list[Any]:
+    return [pytest.param(command, id=command.where) for command in SHELL_COMMANDS if _words(program, command)]
+
+
+def _cli() -> Any:
+    """gym-runner's real command line, with every command's function taken out."""
+    import typer.main
+
+    from gymbus.runner.cli import app
+
+    root = typer.main.get_command(app)
+    stack = [root]
+    while stack:
+        command = stack.pop()
+        command.callback = None
+        stack.extend(getattr(command, "commands", {}).values())
+    return root
+
+
+def parse(args: list[str]) -> tuple[int, str]:
+    """How gym-runner's command line takes `args`: its exit status (2: bad usage) and what it said."""
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            _cli().main(args, prog_name="gym-runner", standalone_mode=True)
+        except SystemExit as exit:
+            return int(exit.code or 0), said.getvalue()
+    return 0, said.getvalue()
+
+
+def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
+    if importlib.util.find_spec("material") is None:
+        message = "mkdocs-material is not installed (pip install -e '.[test]')"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI builds the docs: {message}")
+        pytest.skip(message)
+    site = tmp_path / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=REPO,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    for page in (REPO / "docs").rglob("*.md"):
+        name = page.relative_to(REPO / "docs").with_suffix("")
+        built = site / (name.parent if name.name == "index" else name) / "index.html"
+        assert built.exists(), f"{page} was not built"
+
+
+def test_the_commands_are_found_and_a_wrong_one_is_refused() -> None:
+    """The checks below see the docs' commands, and the parser refuses what it should."""
+    programs = {Path(words[0]).name for command in SHELL_COMMANDS for words in command.segments()}
+    assert {"gym-runner", "python", "sh", "pip"} <= programs
+    assert len(_with("gym-runner")) >= 30 and len(SYNOPSES) >= 8
+    assert parse(["collect", "-i", "a.jsonl", "-o", "b.jsonl"])[0] == 0
+    assert parse(["collect", "-i", "a.jsonl", "-o", "b.jsonl", "--no-such-option"])[0] == 2
+    assert parse(["no-such-command"])[0] == 2
+    assert parse(["view", "out.jsonl", "--port", "eighty"])[0] == 2
+
+
+@pytest.mark.parametrize("command", _with("gym-runner"))
+def test_every_gym_runner_command_is_one_the_command_line_takes(command: Command) -> None:
+    for args in _words("gym-runner", command):
+        status, said = parse(args)
+        assert status == 0, f"{command.where}: gym-runner {shlex.join(args)}\n{said}"
+
+
+@pytest.mark.parametrize("synopsis", [pytest.param(c, id=c.where) for c in SYNOPSES])
+def test_every_synopsis_names_a_command_and_its_options(synopsis: Command) -> None:
+    shown = synopsis.text.split("  #")[0].split()[1:]
+    command = _cli()
+    options = _option_names(command)
+    while shown and shown[0] in getattr(command, "commands", {}):
+        command = command.commands[shown.pop(0)]
+        options |= _option_names(command)
+    named = re.findall(r"(?<![\w.-])(--?[A-Za-z][\w-]*)", " ".join(shown))
+    unknown = [name for name in named if name not in options]
+    assert unknown == [], f"{synopsis.where}: {command.name} has no {unknown}"
+
+
+def _option_names(command: Any) -> set[str]:
+    return {"--help"} | {name for param in command.params for name in (*param.opts, *param.secondary_opts)}
+
+
+@pytest.mark.parametrize("command", _with("python") + _with("python3") + [
+    pytest.param(c, id=c.where) for c in MODULES_IN_PROSE
+])  # fmt: skip
+def test_every_python_command_names_a_module_or_script_that_exists(command: Command) -> None:
+    for words in command.segments():
+        if Path(words[0]).name not in ("python", "python3"):
+            continue
+        if words[1:2] == ["-c"]:
+            continue
+        if words[1:2] == ["-m"]:
+            _assert_module(words[2], command.where)
+        else:
+            script = next(word for word in words[1:] if not word.startswith("-"))
+            assert (REPO / script).is_file(), f"{command.where}: no {script}"
+
+
+def _assert_module(module: str, where: str) -> None:
+    """`module` is importable here, or is vLLM's server, which runs in vLLM's own environment:
+    then it must be the module the tests start (`tests/vllm_server.py`)."""
+    if module.startswith("vllm."):
+        assert f'"{module}"' in VLLM_SERVER.read_text(), f"{where}: the tests start no {module}"
+    else:
+        assert importlib.util.find_spec(module) is not None, f"{where}: no module {module}"
+
+
+@pytest.mark.parametrize("command", [pytest.param(c, id=c.where) for c in SHELL_COMMANDS])
+def test_every_script_and_repository_path_exists(command: Command) -> None:
+    for words in command.segments():
+        program = Path(words[0]).name
+        if program in ("sh", "bash", "node"):
+            assert (REPO / words[1]).is_file(), f"{command.where}: no {words[1]}"
+        if program == "cd":
+            assert (REPO / words[1]).is_dir(), f"{command.where}: no folder {words[1]}"
+        for word in words:
+            path = word.split("=")[0]  # prepare's DATA.jsonl=AGENT
+            if path.startswith(FOLDERS):
+                assert (REPO / path).exists(), f"{command.where}: no {path}"
+
+
+@pytest.mark.parametrize("command", _with("pip"))
+def test_every_pip_install_names_extras_that_exist(command: Command) -> None:
+    extras = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    for args in _words("pip", command):
+        assert args[0] == "install", f"{command.where}: pip {args[0]}"
+        for word in args[1:]:
+            named = re.fullmatch(r"(?:\.|gymbus)\[([\w,-]+)\]", word)
+            if named:
+                unknown = set(named.group(1).split(",")) - extras
+                assert unknown == set(), f"{command.where}: pyproject.toml has no extra {unknown}"
+
+
+def test_ci_runs_exactly_the_readmes_test_command() -> None:
+    tests = [c.text for c in fenced_commands(REPO / "README.md") if c.text.endswith("-m pytest")]
+    assert len(tests) == 1
+    assert (REPO / ".ci" / "run").read_text().splitlines()[-1] == tests[0]
+
+
+def test_the_readmes_links_reach_docs_pages_and_their_headings() -> None:
+    import markdown
+
+    text = (REPO / "README.md").read_text()
+    links = re.findall(r"\]\(((?!https?:)[^)#]+)(?:#([^)]+))?\)", text)
+    assert len(links) >= 10
+    for target, anchor in links:
+        page = REPO / target
+        assert page.is_file(), f"README.md links to {target}, which does not exist"
+        if anchor:
+            assert anchor in _anchors(markdown.Markdown(extensions=["toc"]), page), f"{target}#{anchor}"
+
+
+def _anchors(renderer: Any, page: Path) -> set[str]:
+    renderer.convert(page.read_text())
+    found: set[str] = set()
+    stack = list(renderer.toc_tokens)
+    while stack:
+        token = stack.pop()
+        found.add(token["id"])
+        stack.extend(token["children"])
+    return found
