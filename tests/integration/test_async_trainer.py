@@ -169,9 +169,12 @@ def train(
         "gradient_checkpointing": False,
         "learning_rate": 1e-2,
         "max_steps": steps,
-        "per_device_train_batch_size": 16,  # two groups of eight
+        # Four groups of eight a step: the mean reward of 5 steps is then of 160 rollouts, whose
+        # noise (a standard deviation of about 0.035 at the base model's rate) leaves the
+        # ablation's 0.15 bound over four standard deviations of two such means apart.
+        "per_device_train_batch_size": 32,
         "gradient_accumulation_steps": 1,
-        "token_budget": 0,  # exactly 16 samples a step
+        "token_budget": 0,  # exactly 32 samples a step
         "num_generations": 8,
         "max_completion_length": 16,
         "temperature": 1.0,
