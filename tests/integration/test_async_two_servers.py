@@ -86,9 +86,11 @@ def test_two_servers_serve_every_version_and_a_restarted_one_catches_up(
     print(
         f"{len(rewards)} steps in {run.seconds:.0f} s; killed after step {KILL_AT}, back "
         f"{events['restarted'] - events['killed']:.0f} s later; {len(outcomes)} versions, loaded by both "
-        f"servers: {len(both)}, by the first alone while the second was down: {alone} "
+        f"servers: {len(both)}, by the first alone while the second was down: {len(alone)} "
+        f"({alone[0] if alone else '-'}-{alone[-1] if alone else '-'}) "
         f"({set(reason for outcome in outcomes for reason in outcome.missing.values())}); the restarted "
-        f"server served {generations(second)} generations; reward by step {[round(value, 2) for value in rewards]}"
+        f"server served {generations(second)} generations; reward by step {[round(value, 2) for value in rewards[:40]]}"
+        f"{' ...' if len(rewards) > 40 else ''}; last 5 {mean(rewards[-5:]):.2f}"
     )
     assert restarted.is_set() and generations(second) >= SERVED_AGAIN
     assert len(both) + len(alone) == len(outcomes)  # the first server loaded every version
