@@ -226,9 +226,14 @@ class PolicyPublisher:
         return live_reports(self.reports.values, self.name, self.timeouts)
 
     async def publish(self, version: int, files: Mapping[str, bytes], rank: int) -> Published:
-        """Store `files` (an adapter directory's) as `version`, have every server load it,
-        and make it current. `UpstreamFailed` naming each server if none loaded it."""
+        """Store `files` (an adapter directory's `ADAPTER_FILES`) as `version`, have every
+        server load it, and make it current. `UpstreamFailed` naming each server if none
+        loaded it; `ValueError` for files a server would refuse."""
         name = adapter_name(self.policy, self.incarnation, version)
+        others_files = sorted(set(files) - set(ADAPTER_FILES))
+        if others_files or "adapter_config.json" not in files:
+            raise ValueError(f"adapter {name}: {', '.join(ADAPTER_FILES)} only, with adapter_config.json; "
+                             f"got {', '.join(sorted(files))}")  # fmt: skip
         data = adapter_files(files)
         if len(data) > self.limits.adapter_bytes:
             raise PayloadTooLarge(f"adapter {name} is {len(data)} bytes, over Limits.adapter_bytes")

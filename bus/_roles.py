@@ -156,6 +156,8 @@ def _object_store(bucket: str, *, write: bool = True) -> list[str]:
     `write` put and delete them."""
     stream = f"OBJ_{bucket}"
     reading = [
+        # nats-py finds the stream of an object's chunks by its subject before reading them.
+        f"{_API}.STREAM.NAMES",
         *_stream_admin(stream),
         f"{_API}.STREAM.MSG.GET.{stream}",
         f"{_API}.DIRECT.GET.{stream}.>",

@@ -215,3 +215,84 @@ def test_a_server_that_cannot_load_a_version_is_named_and_skipped_never_serving_
     assert outcome.loaded == [lora_vllm_server.root] and "injected" in outcome.missing[stub_root]
     assert versions == [1] * 12
     assert refused and set(refused) == {adapter_name(POLICY, INCARNATION, 1)}  # it was asked, and said 404
+
+
+def test_on_a_locked_bus_each_role_may_do_its_part_of_the_delivery(
+    lora_vllm_server: VllmServer, tmp_path: Path
+) -> None:
+    """`gym-runner secure init`'s roles on a real nats-server enforcing them: the trainer
+    (runner) publishes a version, `sync-adapters` (adapters) fetches and loads it and
+    reports, the model worker (model-policy) follows the record; none is refused."""
+    import os
+    import subprocess
+    import sys
+
+    from bench._cluster import NatsServers
+    from gymbus.runner.security._secure import secure_init
+
+    layout = secure_init(tmp_path / "secrets", ["instruction_following"], [], ["policy"])
+    authorization = "authorization" + layout.config.read_text().split("authorization", 1)[1]
+    policy = policy_key("policy", "locked")
+
+    def env(role: str, url: str) -> dict[str, str]:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "POLICY_"))}
+        return {**clean, "NATS_URL": url, "NATS_NKEY": str(layout.credentials[role])}
+
+    with NatsServers(tmp_path, size=1, extra=authorization) as servers:
+        url = servers.url(0)
+        log = tmp_path / "processes.log"
+        with open(log, "wb") as out:
+            processes = [
+                subprocess.Popen([sys.executable, "-P", "-m", "gymbus.runner", *command], env=env(role, url),
+                                 stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+                for role, command in (
+                    ("adapters", ["sync-adapters", "--vllm-url", lora_vllm_server.url, "--adapter-dir", str(tmp_path / "a")]),
+                    ("model-policy", ["serve", "vllm", "--model-url", lora_vllm_server.url, "--model", MODEL_NAME,
+                                      "--model-api", "vllm"]),
+                )
+            ]  # fmt: skip
+        try:
+            wait_for(lambda: log.read_bytes().count(b"ready:") == 2, timeout=60)
+            loaded, version = asyncio.run(_publish_and_call(url, layout, policy, tmp_path))
+        finally:
+            for process in processes:
+                process.terminate()
+                process.wait(15)
+    text = log.read_text(errors="replace")
+    print(f"loaded on {loaded}; the call named version {version}")
+    assert loaded == [lora_vllm_server.root] and version == 1
+    assert "Permissions Violation" not in text and "not authorized" not in text.lower(), text[-3000:]
+
+
+async def _publish_and_call(url: str, layout: Any, policy: str, directory: Path) -> tuple[list[str], Any]:
+    from gymbus.bus import BusAuth
+
+    trainer = await bus.connect(url, name="trainer", auth=BusAuth(nkey=layout.credentials["runner"]), role="runner")
+    caller = await bus.connect(
+        url, name="environment", auth=BusAuth(nkey=layout.credentials["env-instruction_following"]),
+        role="env-instruction_following",
+    )  # fmt: skip
+    try:
+        publisher = await PolicyPublisher.open(trainer, policy, "l0ck3d")
+        wait = time.monotonic() + 30
+        while not publisher.servers() and time.monotonic() < wait:
+            await asyncio.sleep(0.2)
+        adapter = make_adapter(directory / "v1", seed=31)
+        files = {name: (adapter / name).read_bytes() for name in ("adapter_config.json", "adapter_model.safetensors")}
+        published = await publish_once(publisher, files)
+        params = ResponsesCreateParams(input="hello", max_output_tokens=4, metadata={POLICY_KEY: policy})
+        for _ in range(50):  # the model worker hears of the version within milliseconds
+            reply = await bus.request(caller, "gym.model.policy.responses", msgspec.json.encode(params), timeout=60)
+            version = msgspec.json.decode(reply, type=Response).output[-1].policy_version
+            if version == 1:
+                break
+            await asyncio.sleep(0.1)
+        await publisher.close(forget=True)
+        return published.loaded, version
+    finally:
+        await trainer.close()
+        await caller.close()
+
+
+async def publish_once(publisher: PolicyPublisher, files: dict[str, bytes]) -> Any:
+    return await publisher.publish(1, files, rank=8)
