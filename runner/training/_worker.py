@@ -66,7 +66,6 @@ from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BusUnavailable, Lim
 from ._data import TaskIndex
 from ._groups import sample_type
 from ._loop import LoopThread
-from ._relay import AdapterRelay
 from ._sampling import Sampling
 from ._stream import RolloutStream, StreamSettings
 from ._task_rows import task_for
@@ -152,6 +151,8 @@ class BusRolloutWorker:
         self.running: Future[None] | None = None
         self.loop = LoopThread("gymbus-rollout-worker")
         self.nc = self.loop.run(connect(url, name="gymbus async trainer", timeouts=timeouts))
+        from ._relay import AdapterRelay  # aiohttp's web server: loaded only by a trainer that runs one
+
         key = policy_key(policy, self.run_id)
         self.publisher = self.loop.run(PolicyPublisher.open(self.nc, key, self.incarnation, timeouts, limits))
         self.relay = AdapterRelay(self.publisher, deliver=deliver_adapters)
