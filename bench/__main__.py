@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-from bench import nemo_gym, nemo_gym_agents, perf
+from bench import async_training, nemo_gym, nemo_gym_agents, perf
 from gymbus.schemas import GymError
 
 TARGETS = {
@@ -28,7 +28,8 @@ TARGETS = {
     "P7": "no target: how the rate grows with worker processes and servers",
     "P8": "target >= 85% of the bare aiohttp rate at 1,024",
     "P10": "no target: what the bridge adds to a NeMo Gym server's own cost",
-    "P11": "no target: what hosting adds to a NeMo Gym agent's own rollout",
+    "P11": "target: asynchronous waits <= 10% of a step, where synchronous waits >= 50%",
+    "P12": "no target: what hosting adds to a NeMo Gym agent's own rollout",
 }
 
 
@@ -38,7 +39,8 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="fewer rollouts, 100k-row P4")
     parser.add_argument(
-        "--only", nargs="*", default=["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"]
+        "--only", nargs="*",
+        default=["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12"],
     )
     parser.add_argument("--rows", type=int, default=None, help="P4's large input (default 1,000,000)")
     parser.add_argument("--runs", type=int, default=None, help="runs of P1 and each P2 (default 3)")
@@ -139,7 +141,23 @@ def main() -> None:
     if "P10" in args.only:
         bridge_cost()
     if "P11" in args.only:
+        training(args.quick)
+    if "P12" in args.only:
         hosted_agent_cost()
+
+
+def training(quick: bool) -> None:
+    """P11: synchronous against asynchronous training steps, rollouts of uneven length."""
+    setting = async_training.Setting(steps=8 if quick else 20)
+    for run in async_training.p11_training(setting):
+        dropped = f", {run.dropped} stale samples dropped" if run.kind == "asynchronous" else ""
+        print(
+            f"P11 {run.kind} training, {setting.steps} steps of {setting.groups}x{setting.generations} rollouts "
+            f"({setting.latency:.1f} s model, {setting.slow_share:.0%} of calls {setting.slow_factor:.0f}x slower; "
+            f"{setting.train_seconds:.1f} s training step): {run.per_step:.2f} s per step, trainer waiting "
+            f"{run.wait_share:.0%} of it (first step: {run.waits[0]:.2f} s waiting){dropped} [{TARGETS['P11']}]",
+            flush=True,
+        )
 
 
 def bridge_cost() -> None:
@@ -165,20 +183,20 @@ def bridge_cost() -> None:
 
 
 def hosted_agent_cost() -> None:
-    """P11: a `gymnasium_agent` rollout of NeMo Gym's own, direct and hosted on the bus."""
+    """P12: a `gymnasium_agent` rollout of NeMo Gym's own, direct and hosted on the bus."""
     try:
-        costs = nemo_gym_agents.p11_hosted_agent_cost()
+        costs = nemo_gym_agents.p12_hosted_agent_cost()
     except (RuntimeError, OSError, GymError) as exc:  # no Python 3.13, or the agent cannot start
-        print(f"P11 skipped: NeMo Gym's agent did not start ({exc}); see scripts/install-nemo-gym.sh", flush=True)
+        print(f"P12 skipped: NeMo Gym's agent did not start ({exc}); see scripts/install-nemo-gym.sh", flush=True)
         return
     direct, hosted = costs["direct"], costs["hosted"]
     print(
-        f"P11 NeMo Gym agent rollout (gymnasium_agent, example_multi_turn_gymnasium, 2-3 model calls and steps): "
+        f"P12 NeMo Gym agent rollout (gymnasium_agent, example_multi_turn_gymnasium, 2-3 model calls and steps): "
         f"hosted on the bus {hosted.latency_ms:.1f} ms, direct HTTP {direct.latency_ms:.1f} ms: hosting adds "
         f"{hosted.latency_ms - direct.latency_ms:.1f} ms and {hosted.worker_cpu_ms:.2f} CPU-ms per rollout (its worker), "
         f"beside NeMo Gym's own {direct.nemo_gym_cpu_ms:.2f} CPU-ms (agent and server: {hosted.nemo_gym_cpu_ms:.2f} "
         f"hosted); 16 in flight: {hosted.rollouts_per_second:,.0f} vs {direct.rollouts_per_second:,.0f} rollouts/s "
-        f"[{TARGETS['P11']}]",
+        f"[{TARGETS['P12']}]",
         flush=True,
     )
 

@@ -1,4 +1,4 @@
-"""P11: what a rollout costs through a hosted NeMo Gym agent.
+"""P12: what a rollout costs through a hosted NeMo Gym agent.
 
 NeMo Gym's own `gymnasium_agent` plays `example_multi_turn_gymnasium`'s example rows (a reset,
 then per turn one model call and one step: two or three turns), with a model that answers
@@ -38,7 +38,7 @@ from gymbus.functions.nemo_gym._venv import requirements_of, virtual_env
 from gymbus.schemas import ContentPart, Item, Response, ResponsesCreateParams
 from bench._procs import RUNNER, Fleet
 
-__all__ = ["RolloutCost", "p11_hosted_agent_cost"]
+__all__ = ["RolloutCost", "p12_hosted_agent_cost"]
 
 SERVER = "example_multi_turn_gymnasium"
 AGENT = "example_multi_turn_gymnasium_agent"
@@ -56,7 +56,7 @@ class RolloutCost:
     """CPU milliseconds per rollout of the agent and server processes."""
 
 
-def p11_hosted_agent_cost(
+def p12_hosted_agent_cost(
     samples: int = 100, seconds: float = 5.0, concurrency: int = 16
 ) -> dict[str, RolloutCost]:
     """`direct` and `hosted` costs of a rollout (see the module docstring)."""
@@ -144,7 +144,7 @@ async def _direct(rows: list[bytes], samples: int, seconds: float, concurrency: 
 async def _hosted(
     url: str, worker_pid: int, rows: list[bytes], samples: int, seconds: float, concurrency: int
 ) -> RolloutCost:
-    nc = await bus.connect(url, name="bench-p11")
+    nc = await bus.connect(url, name="bench-p12")
     host = bus.ServiceHost(nc)
     await host.add(bus.model_service("fixed", "policy", _fixed))
     try:

@@ -29,12 +29,17 @@ _END = "<|end|>"
 
 
 class VLLMStub(OpenAIStub):
-    """The offline policy behind vLLM's chat route, with token ids and logprobs."""
+    """The offline policy behind vLLM's chat route, with token ids and logprobs. A
+    `slow_share` of the calls (seeded) takes `slow_factor` times `latency`."""
+
+    slow_share: float = 0.0
+    slow_factor: float = 10.0
 
     async def chat(self, request: web.Request) -> web.Response:
         body = msgspec.json.decode(await request.read())
         if self.latency:
-            await asyncio.sleep(self.latency)
+            slow = self.slow_share and self.rng.random() < self.slow_share
+            await asyncio.sleep(self.latency * (self.slow_factor if slow else 1.0))
         response = await offline_policy(_params(body))
         content = "".join(
             part.text
@@ -166,8 +171,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per response")
+    parser.add_argument("--slow-share", type=float, default=0.0, help="share of responses that are slower")
+    parser.add_argument("--slow-factor", type=float, default=10.0, help="how much slower those are")
     args = parser.parse_args()
     stub = VLLMStub(args.latency)
+    stub.slow_share, stub.slow_factor = args.slow_share, args.slow_factor
     web.run_app(stub.app(), host="127.0.0.1", port=args.port, backlog=16384, access_log=None, print=None)
 
 

@@ -7,6 +7,7 @@ hosts are `functions`', which know nothing of NATS.
 """
 
 from . import _subjects as subjects
+from ._adapter_sync import AdapterSyncer, sync_adapters
 from ._auth import ENV_VARS, BusAuth, inbox_prefix_for
 from ._claim_checks import CLAIM, check_in, check_out, claim_store_config, ensure_claim_store, needs_claim, release_claim
 from ._codec import decode, decoder, encode, encode_error_reply, nested_deeper
@@ -23,11 +24,24 @@ from ._discovery import (
     service_infos,
     service_stats,
     task_queues,
+    unserved,
     wait_served,
 )
 from ._embedded import EmbeddedServer, die_with_parent, find_server_binary, write_seed
 from ._python_gc import tune_gc
 from ._hosting import ServeOptions, environment_service, model_service, serve_functions, worker_role_name
+from ._policy import (
+    ADAPTER_SERVERS_BUCKET,
+    ADAPTERS_BUCKET,
+    POLICIES_BUCKET,
+    PolicyPublisher,
+    PolicyVersions,
+    Published,
+    adapter_reports,
+    adapter_store,
+    live_reports,
+    policy_records,
+)
 from ._publish import TaskPublisher, task_headers
 from ._pull import Puller
 from ._replicas import replicas_from_env, replicas_of, set_replicas
@@ -35,6 +49,7 @@ from ._request import request
 from ._retry import retrying
 from ._roles import (
     Role,
+    adapters_role,
     admin_role,
     agent_role,
     combined_role,
@@ -70,11 +85,15 @@ from ._tasks import (
 )
 
 __all__ = [
+    "ADAPTERS_BUCKET",
+    "ADAPTER_SERVERS_BUCKET",
     "CLAIM",
     "ENV_VARS",
+    "POLICIES_BUCKET",
     "RUNS_BUCKET",
     "SESSIONS_BUCKET",
     "Bus",
+    "AdapterSyncer",
     "BusAuth",
     "BusCalls",
     "BusModels",
@@ -84,6 +103,9 @@ __all__ = [
     "ExhaustedTasks",
     "Handler",
     "KvSessions",
+    "PolicyPublisher",
+    "PolicyVersions",
+    "Published",
     "Puller",
     "QueueDepth",
     "Role",
@@ -98,6 +120,9 @@ __all__ = [
     "Slots",
     "TaskConsumer",
     "TaskPublisher",
+    "adapter_reports",
+    "adapters_role",
+    "adapter_store",
     "add_results_consumer",
     "admin_role",
     "agent_consumer",
@@ -122,6 +147,7 @@ __all__ = [
     "hosted_server_role",
     "inbox_prefix_for",
     "is_served",
+    "live_reports",
     "model_role",
     "model_servers",
     "model_service",
@@ -130,6 +156,7 @@ __all__ = [
     "needs_claim",
     "nested_deeper",
     "open_bus",
+    "policy_records",
     "producer_role",
     "pull_results",
     "release_claim",
@@ -150,12 +177,14 @@ __all__ = [
     "service_stats",
     "set_replicas",
     "split_urls",
+    "sync_adapters",
     "subjects",
     "task_headers",
     "task_queues",
     "task_token",
     "token_matches",
     "tune_gc",
+    "unserved",
     "wait_served",
     "worker_role",
     "worker_role_name",

@@ -34,6 +34,7 @@ __all__ = [
     "service_infos",
     "service_stats",
     "task_queues",
+    "unserved",
     "wait_served",
 ]
 
@@ -107,6 +108,25 @@ async def model_servers(
             listed = servers.setdefault(info.name, set())
             listed.update(url for url in metadata.get("servers", "").split(",") if url)
     return servers
+
+
+async def unserved(nc: Client, agents: set[str], window: float = DEFAULT_TIMEOUTS.discovery) -> dict[str, str]:
+    """Of `agents`, those whose rollouts could not run now, each with why: no live worker
+    serves the agent, its environment or the model it calls (as its service says)."""
+    infos = await service_infos(nc, window=window)
+    live = {info.name for info in infos}
+    missing = {}
+    for agent in sorted(agents):
+        metadata = next((info.metadata or {} for info in infos if info.name == agent), None)
+        if metadata is None:
+            missing[agent] = f"no worker serves agent {agent}"
+            continue
+        for what in ("environment", "model"):
+            name = metadata.get(what)
+            if name and name not in live:
+                missing[agent] = f"agent {agent}'s {what} {name} has no worker"
+                break
+    return missing
 
 
 async def is_served(nc: Client, service: str, timeout: float = DEFAULT_TIMEOUTS.ping) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import nats.errors
@@ -48,6 +48,7 @@ from . import _subjects as subjects
 from ._codec import decode, encode
 from ._connection import check_permitted, open_bus
 from ._nemo_gym import nemo_gym_servers
+from ._policy import PolicyVersions
 from ._rollout import BusModels, agent_service, rollout_task_handler
 from ._services import Endpoint, ServiceHost, ServiceSpec
 from ._sessions import KvSessions
@@ -163,8 +164,8 @@ async def serve_functions(options: ServeOptions, url: str | None, stop: asyncio.
             log.info("stopping: finishing in-flight work (up to %.0f s)", options.timeouts.drain)
             await asyncio.gather(*(consumer.stop() for consumer in consumers))
             await host.stop()
-            for generate in models:
-                close = getattr(generate, "aclose", None)  # adapters with a connection pool
+            for closable in models:
+                close = getattr(closable, "aclose", None)  # adapters with a connection pool, followers
                 if close is not None:
                     await close()
     if hosted.failure is not None:
@@ -200,11 +201,12 @@ async def _start(
     specs: list[Environment | Model | Agent],
     options: ServeOptions,
     role: str,
-) -> tuple[list[TaskConsumer], list[ModelFunction]]:
+) -> tuple[list[TaskConsumer], list[object]]:
     """Start serving `specs`; `NotAuthorized` at once, naming the subjects, if the
-    server does not let this role serve them."""
+    server does not let this role serve them. Also returns what to close at the end
+    (model functions, policy followers)."""
     consumers: list[TaskConsumer] = []
-    models: list[ModelFunction] = []
+    models: list[object] = []
     try:
         for spec in specs:
             if isinstance(spec, Environment):
@@ -214,7 +216,13 @@ async def _start(
                 served = environment_service(spec, state, nc, options.timeouts)
                 await host.add(served)
             elif isinstance(spec, Model):
-                generate = spec.make(options.model)
+                model_options = options.model
+                if spec.follows_policies:
+                    # Each call of a policy under training names its current version.
+                    versions = await PolicyVersions.start(js, options.timeouts)
+                    models.append(versions)
+                    model_options = replace(model_options, policy_versions=versions.version)
+                generate = spec.make(model_options)
                 models.append(generate)
                 for name in served_names(options.served_model):
                     served = model_service(spec.name, name, generate, spec.description, options.model.servers)

@@ -12,6 +12,11 @@ configuration that enforces them.
 | `monitor`           | the Services API (`$SRV`) and the task queues' depth                     |
 | `admin`             | an operator's: all of JetStream (purge or delete any stream)             |
 | `worker`            | every worker subject (the embedded server's all-in-one worker processes) |
+| `adapters`          | `gym-runner sync-adapters`: read policy records and adapters, report     |
+
+A trainer (the `runner` role) writes policy records and adapter objects; model workers
+read the records (the current version of each policy); a server's syncer reads both and
+writes its own report, which the trainer reads.
 
 Only agents (and the embedded all-in-one worker) may publish to `gym.results.>`. Beyond its
 role's subjects, each identity (its nkey's public key, or user name) gets:
@@ -39,11 +44,13 @@ from gymbus.functions import AGENTS
 from gymbus.schemas import DEFAULT_TIMEOUTS
 
 from . import _subjects as subjects
+from ._policy import ADAPTER_SERVERS_BUCKET, ADAPTERS_BUCKET, POLICIES_BUCKET
 from ._runkeys import RUNS_BUCKET
 from ._sessions import SESSIONS_BUCKET
 
 __all__ = [
     "Role",
+    "adapters_role",
     "admin_role",
     "agent_role",
     "combined_role",
@@ -144,6 +151,44 @@ def _claim_store() -> list[str]:
     return [f"{_API}.STREAM.{verb}.{subjects.CLAIMS_STREAM}" for verb in ("INFO", "CREATE")]
 
 
+def _object_store(bucket: str, *, write: bool = True) -> list[str]:
+    """Get objects of an object store (its chunks through an ordered consumer), and with
+    `write` put and delete them."""
+    stream = f"OBJ_{bucket}"
+    reading = [
+        # nats-py finds the stream of an object's chunks by its subject before reading them.
+        f"{_API}.STREAM.NAMES",
+        *_stream_admin(stream),
+        f"{_API}.STREAM.MSG.GET.{stream}",
+        f"{_API}.DIRECT.GET.{stream}.>",
+        f"{_API}.CONSUMER.CREATE.{stream}",
+        f"{_API}.CONSUMER.CREATE.{stream}.>",
+        f"{_API}.CONSUMER.INFO.{stream}.>",
+        f"{_API}.CONSUMER.DELETE.{stream}.>",
+        f"$JS.FC.{stream}.>",
+    ]
+    return [*reading, f"{_API}.STREAM.PURGE.{stream}", f"$O.{bucket}.>"] if write else reading
+
+
+def _kv_follow(bucket: str) -> list[str]:
+    """Follow a KV bucket: a watch (an ordered consumer) of its keys."""
+    stream = f"KV_{bucket}"
+    return [
+        f"{_API}.STREAM.INFO.{stream}",
+        f"{_API}.STREAM.CREATE.{stream}",
+        f"{_API}.CONSUMER.CREATE.{stream}",
+        f"{_API}.CONSUMER.CREATE.{stream}.>",
+        f"{_API}.CONSUMER.INFO.{stream}.>",
+        f"{_API}.CONSUMER.DELETE.{stream}.>",
+        f"$JS.FC.{stream}.>",
+    ]
+
+
+def _policies_read() -> list[str]:
+    """What a model worker needs of the policies under training: their current versions."""
+    return _kv_follow(POLICIES_BUCKET)
+
+
 def _service(name: str) -> list[str]:
     """The Services API subjects of a service called `name` (PING, INFO, STATS)."""
     return ["$SRV.PING", "$SRV.INFO", "$SRV.STATS", f"$SRV.*.{name}", f"$SRV.*.{name}.*"]
@@ -169,6 +214,11 @@ def runner_role() -> Role:
             *_consumer(subjects.RESULTS_STREAM, "*", delete=True),
             *_kv(RUNS_BUCKET),
             *_claim_store(),
+            # A trainer publishes its policy's versions and follows its servers' reports.
+            *_kv(POLICIES_BUCKET),
+            f"{_API}.STREAM.UPDATE.KV_{POLICIES_BUCKET}",
+            *_object_store(ADAPTERS_BUCKET),
+            *_kv_follow(ADAPTER_SERVERS_BUCKET),
         ),
         subscribe=(subjects.max_deliveries(subjects.TASKS_STREAM),),
         receives=("runner",),
@@ -277,7 +327,7 @@ def model_role(model: str) -> Role:
     return Role(
         f"model-{model}",
         f"model worker serving {model}",
-        publish=(),
+        publish=(*_policies_read(),),
         subscribe=(subjects.model_responses(model), *_service(model)),
         receives=(f"model-{model}",),
         answers_within=_T.model + _T.late_reply,
@@ -307,9 +357,26 @@ def worker_role(callers: Iterable[str] = ()) -> Role:
             subjects.claims_all(),  # it reads every body: it is every function
             subjects.claim_reads(subjects.claims_all()),
             *(f"_INBOX.{caller}.>" for caller in callers),
+            *_policies_read(),
         ),
         subscribe=("gym.env.>", "gym.model.>", "gym.agent.>", "$SRV.>"),
         answers_within=0.0 if callers else _T.agent_run + _T.late_reply,
+    )
+
+
+def adapters_role() -> Role:
+    """`gym-runner sync-adapters` beside an inference server: reads the policy records and
+    adapter objects, writes its server's report."""
+    return Role(
+        "adapters",
+        "gym-runner sync-adapters: load a trainer's LoRA adapters into the vLLM server beside it",
+        publish=(
+            *_policies_read(),
+            *_object_store(ADAPTERS_BUCKET, write=False),
+            *_kv(ADAPTER_SERVERS_BUCKET),
+        ),
+        subscribe=(),
+        claims=False,
     )
 
 

@@ -27,6 +27,8 @@ A run is a set of tasks whose results come back to one consumer:
 - **Resuming.** A run opened with `resume=True` keeps its stored key and replays the
   results the stream still holds; a fresh one gets a new key and purges what an earlier
   run of the same id left. `close(forget=True)` deletes the run's consumer and results.
+- **Progress.** A long-lived run's owner may keep a note of where it is (`save_progress`),
+  which a resumed run reads back (`progress`); kept beside the run's key.
 """
 
 from __future__ import annotations
@@ -40,11 +42,13 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js.kv import KeyValue
 
 from gymbus.schemas import (
     ATTEMPT,
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
+    RESULTS_MAX_AGE,
     SEQ,
     TOKEN,
     BusUnavailable,
@@ -59,7 +63,8 @@ from ._claim_checks import check_out, ensure_claim_store, release_claim
 from ._dead_letters import ExhaustedTasks
 from ._publish import TaskPublisher, task_headers
 from ._pull import Puller
-from ._runkeys import run_key, task_token, token_matches
+from ._buckets import open_key_value
+from ._runkeys import RUNS_BUCKET, run_key, task_token, token_matches
 from ._tasks import ensure_streams, pull_results, results_consumer
 
 __all__ = ["RunClient", "RunResult"]
@@ -98,6 +103,7 @@ class RunClient:
         self.arrived: list[Msg] = []
         self.wake = asyncio.Event()
         self.stopping = False
+        self._runs: KeyValue | None = None
 
     @classmethod
     async def open(
@@ -234,12 +240,42 @@ class RunClient:
         self.stopping = True  # after the puller: what it delivered until then is handed over
         self.wake.set()
 
+    # Progress
+
+    async def progress(self) -> bytes | None:
+        """What `save_progress` last kept for this run (a fresh run has none)."""
+        try:
+            entry = await (await self._runs_bucket()).get(self._progress_key)
+        except nats.js.errors.KeyNotFoundError:
+            return None
+        return entry.value or None
+
+    async def save_progress(self, data: bytes) -> bool:
+        """Keep `data`, where the run's owner is, for a resumed run to read back; whether
+        the bus took it (a reconnecting connection may not)."""
+        try:
+            await (await self._runs_bucket()).put(self._progress_key, data)
+        except (nats.errors.Error, TimeoutError) as exc:
+            log.debug("could not save the progress of run %s: %s", self.run_id, type(exc).__name__)
+            return False
+        return True
+
+    async def _runs_bucket(self) -> KeyValue:
+        if self._runs is None:
+            self._runs = await open_key_value(self.js, RUNS_BUCKET, RESULTS_MAX_AGE)
+        return self._runs
+
+    @property
+    def _progress_key(self) -> str:
+        return f"{self.run_id}.progress"
+
     async def close(self, *, forget: bool) -> None:
-        """Stop reading results; `forget` also deletes the run's consumer and results."""
+        """Stop reading results; `forget` also deletes the run's consumer, results and progress."""
         await self.stop_results()
         if forget:
             try:
                 await self.js.delete_consumer(subjects.RESULTS_STREAM, results_consumer(self.run_id))
                 await self.js.purge_stream(subjects.RESULTS_STREAM, subject=subjects.results(self.run_id))
+                await (await self._runs_bucket()).delete(self._progress_key)
             except nats.errors.Error as exc:
                 log.debug("could not clean up run %s: %s", self.run_id, type(exc).__name__)

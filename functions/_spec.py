@@ -236,6 +236,13 @@ class ModelOptions:
     token_capture: bool = True
     """`vllm` only: put each call's prompt and generated token ids and logprobs on its last
     output item, for training."""
+    policy_versions: Callable[[str], tuple[str, int] | None] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """The current version of a policy under training, by its key (`schemas._policy`), as
+    `(adapter name, version)`, or `None` while it has none: set by the worker hosting a
+    model that follows policies (from the bus). The `vllm` function names that adapter in
+    each request whose metadata names the policy."""
 
     @property
     def servers(self) -> list[str]:
@@ -250,3 +257,6 @@ class Model:
     name: str
     make: Callable[[ModelOptions], ModelFunction]
     description: str = ""
+    follows_policies: bool = False
+    """Whether it serves adapters of a policy under training (its host then keeps
+    `ModelOptions.policy_versions` current)."""

@@ -7,7 +7,8 @@ rewarded rollouts; `verify` re-scores stored rollouts with today's verifiers; `s
 hosts functions as workers; `status` shows what is live; `prepare` validates, blends
 and splits datasets; `check` tells an environment's author what it gets wrong.
 `BusRollouts` is TRL's rollout function on the same task queue, with `tasks_dataset`
-and `environment_reward`.
+and `environment_reward`; `BusRolloutWorker` is the rollout worker of TRL's asynchronous
+trainer.
 """
 
 from ._progress import ProgressView
@@ -17,6 +18,7 @@ from .collection import BadRow, CollectOptions, CollectResult, Plan, PlannedRoll
 from .preparation import PrepareOptions, PrepareReport, prepare
 from .serving import serve
 from .training import (
+    BusRolloutWorker,
     BusRollouts,
     Sampling,
     StitchError,
@@ -30,6 +32,7 @@ from .verification import VerifyOptions, VerifyPaths, VerifyReport, verify_rollo
 
 __all__ = [
     "BadRow",
+    "BusRolloutWorker",
     "BusRollouts",
     "CheckItem",
     "CollectOptions",

@@ -4,7 +4,7 @@
     verify           verification/_command.py
     prepare          preparation/_command.py
     check            checks/_command.py
-    serve, status    serving/_command.py     (and `nemo-gym install`)
+    serve, status    serving/_command.py     (and `sync-adapters`, `nemo-gym install`)
     view             viewer/_command.py
     secure init      security/_command.py
 """
@@ -26,7 +26,7 @@ from .checks._command import check_command
 from .collection._command import collect_command
 from .preparation._command import prepare_command
 from .security._command import secure_init_command
-from .serving._command import nemo_gym_install_command, serve_command, status_command
+from .serving._command import nemo_gym_install_command, serve_command, status_command, sync_adapters_command
 from .verification._command import verify_command
 from .viewer._command import view_command
 
@@ -52,6 +52,7 @@ for name, command in (
     ("check", check_command),
     ("serve", serve_command),
     ("status", status_command),
+    ("sync-adapters", sync_adapters_command),
     ("view", view_command),
 ):
     app.command(name)(command)

@@ -123,6 +123,18 @@ class Timeouts:
     longer for servers that compile their requirements)."""
     http_keepalive: float = 15.0
     """An idle pooled HTTP connection (to a hosted NeMo Gym server) is closed after this long."""
+    adapter_load: float = 300.0
+    """A new policy version (a LoRA adapter) reaching every inference server of the policy:
+    the trainer's weight sync waits this long for their syncers to report it loaded."""
+    adapter_report: float = 1.0
+    """How often the `sync-adapters` process beside a server checks it and reports what it holds."""
+    adapter_report_ttl: float = 10.0
+    """A server whose syncer has not reported for this long counts as gone."""
+    adapter_missing: float = 2.0
+    """A server that answered that it lacks the adapter a call names gets no calls naming
+    an adapter for this long (its syncer is catching up); the others get them."""
+    adapter_http: float = 120.0
+    """One call to an inference server's adapter endpoints (list, load, unload)."""
     nemo_gym_start: float = 180.0
     """A NeMo Gym server, from its process start to answering its liveness route (its
     imports take seconds, more on a busy machine)."""
@@ -185,6 +197,8 @@ class Limits:
     created, so it is modest; an operator wanting another bound creates the stream first."""
     claim_chunk_bytes: int = 128 * 1024
     """A claimed body is stored in chunks of this size, one message each (measured fastest)."""
+    adapter_bytes: int = 4 * 1024**3
+    """Largest LoRA adapter (its files together) a trainer publishes on the bus."""
 
 
 @dataclass(frozen=True)

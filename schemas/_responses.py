@@ -73,7 +73,9 @@ class Item(Struct, kw_only=True, gc=False):
     prompt starts with the previous call's prompt + generation, so a rollout stitches
     into one sequence: the first prompt, then per call the prompt's new tokens (tool
     outputs, user turns, template markup; not trained) and its generation (trained).
-    Items sent back as input keep them; tool outputs carry none.
+    Items sent back as input keep them; tool outputs carry none. `policy_version`, beside
+    them, is the version of the policy under training that generated the call (asynchronous
+    training); NeMo Gym's models ignore it.
     """
 
     type: str | UnsetType = UNSET
@@ -96,6 +98,9 @@ class Item(Struct, kw_only=True, gc=False):
     generation_token_ids: list[int] | UnsetType = UNSET
     generation_log_probs: list[float] | UnsetType = UNSET
     routed_experts: Any | UnsetType = UNSET
+    # GymBus's training extension, beside the token ids: the policy version (the trainer's
+    # adapter, `schemas._policy`) that generated this call; absent for a call that named none.
+    policy_version: int | UnsetType = UNSET
 
     @property
     def kind(self) -> str:

@@ -19,6 +19,7 @@ from tests.fake_openai import FakeOpenAI, ServerThread
 from tests.fake_web import CX as FAKE_CX
 from tests.fake_web import KEY as FAKE_KEY
 from tests.fake_web import FakeWeb
+from tests.lora import LORA_ARGS, LORA_ENV
 from tests.tiny_model import tiny_model_dir
 from tests.vllm_server import VllmServer, vllm_python
 
@@ -120,6 +121,30 @@ def fake_web_env(fake: FakeWeb) -> dict[str, str]:
         "GOOGLE_SEARCH_URL": f"{fake.url}/customsearch/v1",
         "GYMBUS_GOOGLE_SEARCH": json.dumps({"allow_private_addresses": True}),
     }
+
+
+def require_vllm() -> Path:
+    """The vLLM environment's Python; skips the test where vLLM is not installed, except in
+    CI (`CI` set), where a missing vLLM is a failure."""
+    python = vllm_python()
+    if python is None:
+        message = "vLLM is not installed: run `sh scripts/install-vllm.sh`"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (in CI a missing vLLM is a failure, not a skip)")
+        pytest.skip(message)
+    return python
+
+
+@pytest.fixture(scope="session")
+def lora_vllm_server() -> Iterator[VllmServer]:
+    """A real vLLM server on the tiny model that loads LoRA adapters at run time
+    (`tests/lora.py`), for the whole session; in the test's session (see `own_session`)."""
+    server = VllmServer(
+        require_vllm(), tiny_model_dir(), extra_args=LORA_ARGS, extra_env=LORA_ENV, own_session=False
+    )
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

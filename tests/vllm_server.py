@@ -59,6 +59,14 @@ class VllmServer:
     started_in: float = 0.0
     extra_args: list[str] = field(default_factory=list)
     """Flags added to the command (`--logprobs-mode processed_logprobs`, say)."""
+    extra_env: dict[str, str] = field(default_factory=dict)
+    """Environment variables added to the server's (`VLLM_ALLOW_RUNTIME_LORA_UPDATING`, say)."""
+    own_session: bool = True
+    """Start the server in a session of its own. Linux's autogroup scheduler shares the CPU
+    fairly between sessions first: a server in the test's session (`False`, a process group
+    of its own still) competes with the test's trainer as one more process, instead of
+    taking half the machine from it (measured: on two cores that lets generation run
+    steps ahead of an asynchronous trainer)."""
 
     @property
     def url(self) -> str:
@@ -92,11 +100,13 @@ class VllmServer:
             # KV cache size in GiB; the tiny model needs a sliver of the default.
             "VLLM_CPU_KVCACHE_SPACE": "1",
             "PYTHONPATH": str(ROOT),  # for the steering logits processor (tests/vllm_steering.py)
+            **self.extra_env,
         }
         began = time.monotonic()
         with self.log_path.open("wb") as log:
+            session = {"start_new_session": True} if self.own_session else {"process_group": 0}
             self.process = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, **session
             )
         try:
             self._wait_ready(began + START_TIMEOUT)
@@ -130,6 +140,13 @@ class VllmServer:
             return []
         parent = psutil.Process(self.process.pid)
         return [parent.pid, *(child.pid for child in parent.children(recursive=True))]
+
+    def kill(self) -> None:
+        """SIGKILL the server's whole process group at once, as a crash would."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(os.getpgid(self.process.pid), signal.SIGKILL)
+        self.process.wait(timeout=10)
 
     def stop(self) -> None:
         """Stop the server's whole process group: SIGTERM, then SIGKILL after 20 s."""

@@ -32,6 +32,7 @@ VLLM = Model(
     name="vllm",
     make=_vllm,
     description="Open models served by vLLM or SGLang (Chat Completions), with token capture for training.",
+    follows_policies=True,
 )
 
 MODELS: dict[str, Model] = {model.name: model for model in (OFFLINE, OPENAI, VLLM)}

@@ -34,9 +34,10 @@ class Servers:
         now = self.clock()
         return sorted(ranked, key=lambda url: self.down_until.get(url, 0.0) > now)
 
-    def failed(self, url: str) -> None:
-        """`url` did not answer: send rollouts elsewhere for `cooldown` seconds."""
-        self.down_until[url] = self.clock() + self.cooldown
+    def failed(self, url: str, cooldown: float | None = None) -> None:
+        """`url` did not answer (or cannot serve the call): send rollouts elsewhere for
+        `cooldown` seconds (by default the one the servers were made with)."""
+        self.down_until[url] = self.clock() + (self.cooldown if cooldown is None else cooldown)
 
     def answered(self, url: str) -> None:
         self.down_until.pop(url, None)

@@ -34,11 +34,13 @@ _TOKEN_ID = "token_id:"
 
 @dataclass(frozen=True)
 class CallTokens:
-    """What one model call saw and generated."""
+    """What one model call saw and generated, and the policy version that generated it
+    (`None`: the call named no adapter of a policy under training)."""
 
     prompt: list[int]
     generation: list[int]
     logprobs: list[float]
+    policy_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -141,13 +143,16 @@ def _token_id(token: str) -> int | None:
 
 
 def with_tokens(response: Response, tokens: CallTokens) -> Response:
-    """`response` with `tokens` on its last output item (a response without output carries none)."""
+    """`response` with `tokens` (and the policy version, if any) on its last output item
+    (a response without output carries none)."""
     if not response.output:
         return response
+    version = msgspec.UNSET if tokens.policy_version is None else tokens.policy_version
     last = msgspec.structs.replace(
         response.output[-1],
         prompt_token_ids=tokens.prompt,
         generation_token_ids=tokens.generation,
         generation_log_probs=tokens.logprobs,
+        policy_version=version,
     )
     return msgspec.structs.replace(response, output=[*response.output[:-1], last])

@@ -24,6 +24,16 @@ session id, else from the conversation's start), rollouts spread across all, and
 that refuses or drops connections is skipped for `Timeouts.model_server_down` seconds:
 its rollouts continue on the others, token-exact, since later prompts are token ids.
 
+Policy versions (asynchronous training): a request whose `metadata` names a policy under
+training (`schemas.POLICY_KEY`) is sent to that policy's current version, a LoRA adapter
+whose name and version are read per call from `ModelOptions.policy_versions` (its host
+follows the bus); the call's last output item
+records it (`policy_version`, beside the token ids), so a rollout whose calls spanned
+versions says so. A server that answers that it does not hold the adapter (404) is
+catching up: the call goes to another server, and that one gets no adapter calls for
+`Timeouts.adapter_missing` seconds. No server holding it is `UpstreamFailed` (retried);
+the base model is never used in its place.
+
 Failures: a context-length 400 is an empty, incomplete response (the agent verifies what it
 has); 408, 409, 429 and 5xx, timeouts and unreachable servers are `UpstreamFailed`
 (transient: the agent's call layer retries with backoff); other 4xx and a token history
@@ -34,6 +44,7 @@ is `FunctionFailed`. None of them ever yields a sample with wrong token ids.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiohttp
@@ -41,6 +52,7 @@ import msgspec
 
 from gymbus.schemas import (
     DEFAULT_TIMEOUTS,
+    POLICY_KEY,
     BadRequest,
     FunctionFailed,
     Response,
@@ -126,6 +138,18 @@ class _ContextOverflow(Exception):
     """The prompt does not fit the model's context."""
 
 
+class _NotServed(Exception):
+    """The server answered 404: it does not serve the model (or adapter) the call named."""
+
+
+@dataclass(frozen=True)
+class _Adapter:
+    """The adapter a call names: version `version` of a policy under training."""
+
+    name: str
+    version: int
+
+
 class VLLMModel:
     """A generation function over one or more vLLM servers; one connection pool for all."""
 
@@ -162,10 +186,11 @@ class VLLMModel:
         return self._http
 
     async def __call__(self, params: ResponsesCreateParams) -> Response:
-        unreachable = []
+        adapter = self._adapter(params)
+        unreachable, lacking = [], []
         for url in self.servers.order(_rollout_key(params)):
             try:
-                response = await self._generate(url, params)
+                response = await self._generate(url, params, adapter)
             except _Unreachable:
                 self.servers.failed(url)
                 unreachable.append(redact_url(url))
@@ -175,14 +200,43 @@ class VLLMModel:
                 raise UpstreamFailed(
                     f"model server {redact_url(url)} did not answer within {self.options.timeout:.0f} s"
                 ) from None
+            except _NotServed as exc:
+                if adapter is None:
+                    raise BadRequest(str(exc)) from None
+                self.servers.failed(url, DEFAULT_TIMEOUTS.adapter_missing)  # its syncer is catching up
+                lacking.append(redact_url(url))
+                continue
             self.servers.answered(url)
             return response
+        if lacking and adapter is not None:
+            raise UpstreamFailed(
+                f"no model server holds adapter {adapter.name} (version {adapter.version} of the policy under "
+                f"training) yet: {', '.join(lacking)} lack it; their sync-adapters processes load it"
+                + (f"; unreachable: {', '.join(unreachable)}" if unreachable else "")
+            )
         raise UpstreamFailed(
             f"no model server answered (refused or dropped the connection): {', '.join(unreachable)}"
         )
 
-    async def _generate(self, url: str, params: ResponsesCreateParams) -> Response:
-        model = self.model or await self._served_model(url)
+    def _adapter(self, params: ResponsesCreateParams) -> _Adapter | None:
+        """The adapter of the policy version the request must use, if it names a policy."""
+        metadata = params.metadata if isinstance(params.metadata, dict) else {}
+        policy = metadata.get(POLICY_KEY)
+        if not policy:
+            return None
+        if self.options.policy_versions is None:
+            raise BadRequest(
+                f"the request names policy {policy!r} under training, but this model function follows no "
+                "policy versions (serve it with `gym-runner serve vllm` on the trainer's bus)"
+            )
+        current = self.options.policy_versions(policy)
+        if current is None:
+            raise UpstreamFailed(f"policy {policy} has no version on its servers yet (is its trainer running?)")
+        return _Adapter(*current)
+
+    async def _generate(self, url: str, params: ResponsesCreateParams, adapter: _Adapter | None) -> Response:
+        model = adapter.name if adapter is not None else self.model or await self._served_model(url)
+        version = adapter.version if adapter is not None else None
         body = chat_request(params, model, reasoning="think")
         body.update(body.pop("extra_body", {}))
         try:
@@ -190,26 +244,28 @@ class VLLMModel:
                 return response_from_chat(await self._post(f"{url}/chat/completions", body, ChatCompletion))
             history = history_of(input_items(params))
             if not history.seen:
-                return await self._chat(url, body, None, history)
-            return await self._continue(url, body, history)
+                return await self._chat(url, body, None, history, version)
+            return await self._continue(url, body, history, version)
         except _ContextOverflow:
             return context_overflow(model)
 
-    async def _continue(self, url: str, body: dict[str, Any], history: History) -> Response:
+    async def _continue(
+        self, url: str, body: dict[str, Any], history: History, version: int | None
+    ) -> Response:
         rendering = await self._tokenize(url, body)
         prompt = continue_prompt(history, rendering.tokens)
         if prompt == rendering.tokens:
-            return await self._chat(url, body, prompt, history)
+            return await self._chat(url, body, prompt, history, version)
         self.rebuilt_prompts += 1
         if body.get("max_tokens") is None and rendering.max_model_len is not None:
             # As Chat Completions does; `/v1/completions` would stop at 16 tokens.
             body = {**body, "max_tokens": rendering.max_model_len - len(prompt)}
         if body.get("max_tokens", 1) <= 0:
             raise _ContextOverflow(f"the prompt fills the context ({len(prompt)} tokens)")
-        return await self._complete(url, body, prompt, history)
+        return await self._complete(url, body, prompt, history, version)
 
     async def _chat(
-        self, url: str, body: dict[str, Any], prompt: list[int] | None, history: History
+        self, url: str, body: dict[str, Any], prompt: list[int] | None, history: History, version: int | None
     ) -> Response:
         """Generate with the server's own chat template; `prompt` is the rendering `/tokenize`
         gave, which the server's must equal."""
@@ -232,10 +288,10 @@ class VLLMModel:
             (entry.token, entry.logprob) for entry in (choice.logprobs and choice.logprobs.content) or []
         ]
         generation, logprobs = generation_of(choice.token_ids, entries, where)
-        return with_tokens(response_from_chat(chat), CallTokens(rendered, generation, logprobs))
+        return with_tokens(response_from_chat(chat), CallTokens(rendered, generation, logprobs, version))
 
     async def _complete(
-        self, url: str, body: dict[str, Any], prompt: list[int], history: History
+        self, url: str, body: dict[str, Any], prompt: list[int], history: History, version: int | None
     ) -> Response:
         """Generate from the token ids of `prompt` (tokens in, tokens out)."""
         where = f"model call {history.step} at {redact_url(url)}"
@@ -262,7 +318,7 @@ class VLLMModel:
             completion.model,
             completion.created,
         )
-        return with_tokens(response, CallTokens(prompt, generation, logprobs))
+        return with_tokens(response, CallTokens(prompt, generation, logprobs, version))
 
     async def _tokenize(self, url: str, body: dict[str, Any]) -> _Tokenized:
         """The server's rendering of the conversation with its chat template, as token ids."""
@@ -293,6 +349,9 @@ class VLLMModel:
             raise _TimedOut from None
         except aiohttp.ClientConnectionError as exc:
             raise _Unreachable(str(exc)) from None
+        if status == 404:
+            text = content.decode(errors="replace")[:300]
+            raise _NotServed(f"model server {redact_url(url)} answered HTTP 404: {text}")
         if status != 200:
             raise _status_error(status, content, url)
         try:

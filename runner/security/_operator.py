@@ -37,6 +37,7 @@ _NO_LIMIT = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1
              "conn": -1, "leaf": -1}  # fmt: skip
 # The JS library, unlike Go's, fills in no limit: one left out is 0, "none allowed".
 _JETSTREAM = {"mem_storage": -1, "disk_storage": -1, "streams": -1, "consumer": -1}
+MAX_CONTROL_LINE = 32 * 1024  # bytes of one protocol line: a CONNECT carrying a user's JWT
 _SIGN_TIMEOUT = 60.0  # seconds node may take to sign everything
 
 
@@ -134,7 +135,9 @@ def _sign(plan: dict[str, Any]) -> dict[str, Any]:
 
 def _operator_config(out: Path, signed: dict[str, Any], accounts: dict[str, tuple[str, str]]) -> str:
     """The server configuration's trust: the operator, the system account, and a full
-    resolver (accounts kept on disk, updatable with `nsc push`) preloaded with both accounts."""
+    resolver (accounts kept on disk, updatable with `nsc push`) preloaded with both accounts,
+    and a control line long enough for a user's JWT: it travels in the client's CONNECT line,
+    and the runner's (about 4 KB, with training's permissions) outgrows the default 4 KB."""
     root = out.resolve()
     preload = ", ".join(f"{accounts[name][1]}: {signed['accounts'][name]}" for name in ("SYS", "GYM"))
     return (
@@ -142,4 +145,5 @@ def _operator_config(out: Path, signed: dict[str, Any], accounts: dict[str, tupl
         f"system_account: {accounts['SYS'][1]}\n"
         f"resolver: {{ type: full, dir: {json.dumps(str(root / 'resolver'))}, allow_delete: false }}\n"
         f"resolver_preload: {{ {preload} }}\n"
+        f"max_control_line: {MAX_CONTROL_LINE}\n"
     )

@@ -6,7 +6,7 @@ For a named set of environments, agents and models it writes, under `--out`:
                                 `authorization` block: one nkey user per role, with its permissions
     helm-auth-values.yaml       the same users as values for the official NATS Helm chart
     credentials/<role>.nk       each role's nkey seed, mode 0600 (runner, producer, monitor,
-                                admin, agent-<agent>, env-<env>, model-<model>,
+                                admin, adapters, agent-<agent>, env-<env>, model-<model>,
                                 nemo-gym-<server>)
 
 The configuration holds public keys only; the seeds never leave `credentials/`. A process
@@ -26,6 +26,7 @@ from pathlib import Path
 
 from gymbus.bus import (
     Role,
+    adapters_role,
     admin_role,
     agent_role,
     environment_role,
@@ -88,6 +89,7 @@ def roles_for(
         producer_role(),
         monitor_role(),
         admin_role(),
+        adapters_role(),
         *(agent_role(name) for name in agents),
         *(environment_role(name, models) for name in environments),
         *(model_role(name) for name in models),

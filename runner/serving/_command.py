@@ -1,4 +1,5 @@
-"""`gym-runner serve`, `gym-runner status` and `gym-runner nemo-gym install`: the commands."""
+"""`gym-runner serve`, `gym-runner status`, `gym-runner sync-adapters` and `gym-runner nemo-gym
+install`: the commands."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import json
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -19,10 +21,11 @@ from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 
 from .._console import fail, say
 from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
+from ._adapters import sync_adapters
 from ._serve import serve
 from ._status import gather_status, render_status, status_json
 
-__all__ = ["nemo_gym_install_command", "serve_command", "status_command"]
+__all__ = ["nemo_gym_install_command", "serve_command", "status_command", "sync_adapters_command"]
 
 
 def serve_command(
@@ -157,3 +160,39 @@ def nemo_gym_install_command(
         except GymError as exc:
             fail(str(exc))
         say(f"{server}: {venv} ({time.monotonic() - started:.1f} s)")
+
+
+def sync_adapters_command(
+    vllm_url: Annotated[
+        str, typer.Option("--vllm-url", help="The vLLM server beside this process (its root or /v1 URL).")
+    ],
+    policy: Annotated[
+        str, typer.Option(help="The name of the policy whose adapters it holds (the trainer's `policy`).")
+    ] = "policy",
+    adapter_dir: Annotated[
+        Path | None,
+        typer.Option(help="Where adapter files go, on the server's disk (default: a temporary directory)."),
+    ] = None,
+) -> None:
+    """Keep a vLLM server's LoRA adapters in step with a policy under training, through the bus.
+
+    Run one beside each vLLM server of the policy (same machine: vLLM reads adapters from
+    its own disk), on the trainer's bus (NATS_URL). Each new version a trainer publishes
+    (`gymbus.runner.BusRolloutWorker`) is fetched from the bus's object store, written
+    under `--adapter-dir` and loaded with `/v1/load_lora_adapter`; versions the trainer
+    retires are unloaded. A server started or restarted mid-run catches up at once. The
+    server needs `--enable-lora --max-lora-rank R --max-loras N` (N at least the
+    trainer's max_staleness + 2) and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=1`; with
+    `VLLM_SERVER_DEV_MODE=1` it also tells the trainer those limits.
+
+    Example:
+
+        NATS_URL=nats://bus:4222 gym-runner sync-adapters --vllm-url http://127.0.0.1:8000
+    """
+    url = nats_url_from_env()
+    if url is None:
+        fail("NATS_URL is not set: sync-adapters needs the trainer's bus (e.g. NATS_URL=nats://host:4222)")
+    try:
+        raise typer.Exit(sync_adapters(url, vllm_url, policy, adapter_dir))
+    except (GymError, ValueError) as exc:
+        fail(str(exc))

@@ -44,9 +44,7 @@ torch are the trainer's dependencies and are never imported by this module.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 from collections import Counter
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
@@ -58,21 +56,17 @@ from gymbus.bus import Connection, connect, nats_url_from_env
 from gymbus.schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
-    RESPONSES_CREATE_PARAMS,
-    ROLLOUT_INDEX,
-    TASK_INDEX,
-    AgentRef,
     BusUnavailable,
     Limits,
     Rollout,
-    TaskRow,
     Timeouts,
-    merge_row,
 )
 
 from ._batches import BatchTask, TaskBatches
 from ._data import TaskIndex
+from ._loop import LoopThread
 from ._sampling import Sampling
+from ._task_rows import task_for
 from ._tokens import StitchError, TokenSequence, stitch
 
 __all__ = ["BusRollouts", "Sampling", "environment_reward"]
@@ -80,7 +74,6 @@ __all__ = ["BusRollouts", "Sampling", "environment_reward"]
 log = logging.getLogger("gymbus.trainer")
 
 _T = TypeVar("_T")
-_task_decoder = msgspec.json.Decoder(TaskRow)
 _rollout_decoder = msgspec.json.Decoder(Rollout)
 
 
@@ -131,7 +124,7 @@ class BusRollouts:
         self.last_rows: list[bytes] = []
         """The rollout rows of the last batch as the agents returned them, in prompt order
         (failure rows included), for logging or saving them."""
-        self._loop: _LoopThread | None = None
+        self._loop: LoopThread | None = None
         self._nc: Connection | None = None
         self._batches: TaskBatches | None = None
         self._indexes: dict[int, tuple[Any, TaskIndex]] = {}
@@ -182,7 +175,7 @@ class BusRollouts:
         for prompt in prompts:
             index, position, task = self._find(prompt, trainer)
             label = index.describe(position)
-            tasks.append(_task(task, label, position, repeats[position], sampling, training))
+            tasks.append(task_for(task, label, position, repeats[position], sampling, training))
             repeats[position] += 1
         return tasks
 
@@ -205,7 +198,7 @@ class BusRollouts:
 
     def _run(self, work: Coroutine[Any, Any, _T]) -> _T:
         if self._loop is None:
-            self._loop = _LoopThread()
+            self._loop = LoopThread()
         return self._loop.run(work)
 
     def _batches_of(self) -> TaskBatches:
@@ -247,18 +240,6 @@ class BusRollouts:
 
 
 _KEYS = ("prompt_ids", "completion_ids", "env_mask", "logprobs", "env_reward", "num_turns")
-
-
-def _task(
-    task: str, label: str, position: int, repeat: int, sampling: Sampling, training: bool
-) -> BatchTask:
-    row = _task_decoder.decode(task)
-    agent = row.agent_ref.name if isinstance(row.agent_ref, AgentRef) else None
-    if agent is None:
-        raise ValueError(f"{label} has no agent_ref")
-    params = sampling.apply(row.responses_create_params, label, training)
-    fields = {RESPONSES_CREATE_PARAMS: params, TASK_INDEX: position, ROLLOUT_INDEX: repeat}
-    return BatchTask(agent, merge_row(task.encode(), **fields))
 
 
 def _sequence(row: bytes) -> tuple[TokenSequence | _Placeholder, float | None]:
@@ -344,7 +325,8 @@ def check_weight_sync(args: Any, servers: dict[str, set[str]]) -> bool:
             raise ValueError(
                 f"TRL's NCCL weight sync reaches one server ({synced}), but model `{model}` also generates "
                 f"on {others}, whose rollouts would come from the old weights: serve the policy from that "
-                "one server (--model-url), or deliver LoRA adapters over the bus"
+                "one server (--model-url), or train asynchronously (BusRolloutWorker), whose LoRA adapters "
+                "reach every server through the bus"
             )
     if not servers:
         log.warning("could not check where the weights go: no live service serves the agents' models yet")
@@ -386,36 +368,3 @@ def _record(trainer: Any, name: str, value: float) -> None:
     if isinstance(metrics, dict):
         mode = "train" if _training(trainer) else "eval"
         metrics[mode][name].append(value)
-
-
-class _LoopThread:
-    """An event loop in a daemon thread: TRL calls the rollout function synchronously, and
-    the connection lives on across its calls."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="gymbus-rollouts", daemon=True)
-        self.thread.start()
-
-    def run(self, work: Coroutine[Any, Any, _T]) -> _T:
-        future = asyncio.run_coroutine_threadsafe(work, self.loop)
-        try:
-            return future.result()
-        except BaseException:
-            future.cancel()  # interrupted (Ctrl-C): the batch stops too
-            raise
-
-    def stop(self) -> None:
-        """Cancel what still runs (a closed connection's watchers end on their own only
-        within a second), then stop the loop and its thread."""
-        self.run(_cancel_others())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        self.loop.close()
-
-
-async def _cancel_others() -> None:
-    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-    for task in others:
-        task.cancel()
-    await asyncio.gather(*others, return_exceptions=True)

@@ -64,6 +64,10 @@ def test_secure_init_writes_creds_files_and_keeps_the_seeds_out_of_the_config(
              if line.startswith("SU")]  # fmt: skip
     assert len(seeds) == len(layout.credentials)
     assert not [seed for seed in seeds if seed in layout.config.read_text()]
+    # Each JWT rides in its client's CONNECT line, which the server bounds.
+    jwts = [path.read_text().splitlines()[1] for path in layout.credentials.values()]
+    assert f"max_control_line: {_operator.MAX_CONTROL_LINE}" in layout.config.read_text()
+    assert max(map(len, jwts)) + 1024 < _operator.MAX_CONTROL_LINE
 
 
 def test_a_collection_with_creds_users_of_an_operator_mode_server(

@@ -389,22 +389,32 @@ def test_failed_rollouts_train_as_masked_placeholders_and_are_counted(
 async def kill_when_both_busy(url: str, victim: int, timeout: float = 60.0) -> float:
     """SIGKILL `victim` once more than two multi-turn tasks are out at once: with two
     rollouts at most per worker, both workers (the victim too) are then mid-rollout."""
+    return await _kill_when_pending(url, MULTI_TURN_AGENT, victim, 2, timeout)
+
+
+def kill_when_busy(url: str, agent: str, victim: int, busy: int, timeout: float = 60.0) -> float:
+    """SIGKILL `victim` once more than `busy` tasks of `agent` are out at once, which one
+    other worker holding at most `busy` cannot all hold; seconds until then."""
+    return asyncio.run(_kill_when_pending(url, agent, victim, busy, timeout))
+
+
+async def _kill_when_pending(url: str, agent: str, victim: int, busy: int, timeout: float) -> float:
     nc = await bus.connect(url, name="test")
     js = nc.jetstream()
     started = time.monotonic()
     try:
         while time.monotonic() - started < timeout:
             try:
-                info = await js.consumer_info(subjects.TASKS_STREAM, agent_consumer(MULTI_TURN_AGENT))
+                info = await js.consumer_info(subjects.TASKS_STREAM, agent_consumer(agent))
             except Exception:  # noqa: BLE001 - not made yet
                 info = None
-            if info is not None and info.num_ack_pending > 2:
+            if info is not None and info.num_ack_pending > busy:
                 os.kill(victim, signal.SIGKILL)
                 return time.monotonic() - started
             await asyncio.sleep(0.01)
     finally:
         await nc.close()
-    raise AssertionError("the agent workers never had more than two rollouts out at once")
+    raise AssertionError(f"the agent workers never had more than {busy} rollouts out at once")
 
 
 REPO = Path(__file__).resolve().parents[2]
