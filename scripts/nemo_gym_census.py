@@ -17,11 +17,13 @@ Each server ends in one outcome: `works`; `needs a judge model` (a verify asked 
 nobody serves, or the offline policy judged and the stored rewards were not reproduced);
 `needs a key`; `needs containers or GPUs`; `downloads at start` (data, models, or GitHub at
 install); `fails` (with why). The reason is read from what failed: the build's log, the
-server's or agent's log, the failure rows. About 25 minutes for the 145 servers of 0.7.0 on
-two cores.
+server's or agent's log, the failure rows. About 40 minutes for the 145 servers of 0.7.0 on
+two busy cores, their environments built (building them adds more); a run stopped midway
+resumes where it stopped (servers already in `--out` are kept).
 
     .venv/bin/python scripts/nemo_gym_census.py --out census.jsonl [--servers mcqa wordle ...]
-    .venv/bin/python scripts/nemo_gym_census.py --table census.jsonl   # the README's table
+    .venv/bin/python scripts/nemo_gym_census.py --table census.jsonl   # the docs' table
+    .venv/bin/python scripts/nemo_gym_census.py --table census.jsonl --counts   # the README's
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ CAUSES = (
 _EXCEPTION = re.compile(r"\b(\w+(?:Error|Exception|Exit|MissingMandatoryValue))\b[:(]\s*(.*)")
 _LOG = re.compile(r"its log is (\S+\.log)")
 _NOT_SERVED = re.compile(r"no model serves `([^`]+)`")
+_LOG_ENDS = "\n(its log ends)\n"
 START_TIMEOUT = 180.0
 """Seconds a worker gets to start its server and agents (the big ones load data)."""
 TIMEOUTS = replace(DEFAULT_TIMEOUTS, verify=90.0, rollout=180.0, model=60.0, agent_run=180.0)
@@ -108,13 +111,24 @@ def classify(text: str) -> tuple[str, str]:
         if found:
             line = _line_of(tail, found[-1].start())
             return outcome, (line if outcome == "fails" else _last_exception(tail) or line)
-    return "fails", _last_exception(tail) or _innermost(text)
+    return "fails", _last_exception(tail) or _log_end(text) or _innermost(text)
 
 
 def _innermost(text: str) -> str:
     """The error an error wraps last: from the last "NeMo Gym server ... " it quotes on."""
     at = text.rfind("NeMo Gym server ")
     return " ".join(text[max(at, 0) :].split())[:200]
+
+
+def _log_end(text: str) -> str:
+    """What exited, and the last line of its log (`_log_text`): a process that stops
+    without an exception says why last."""
+    message, found, log = text.partition(_LOG_ENDS)
+    lines = [line for line in log.splitlines() if line.strip()]
+    if not found or not lines:
+        return ""
+    exited = re.search(r"exited with code -?\d+", message)
+    return f"{exited[0] + ': ' if exited else ''}{' '.join(lines[-1].split())}"[:200]
 
 
 def _last_exception(text: str) -> str:
@@ -135,7 +149,7 @@ def _log_text(message: str) -> str:
     """The message, and the tail of the log it names."""
     found = _LOG.search(message)
     if found and Path(found[1]).exists():
-        return message + "\n" + Path(found[1]).read_text(errors="replace")[-6000:]
+        return message + _LOG_ENDS + Path(found[1]).read_text(errors="replace")[-6000:]
     return message
 
 
@@ -239,6 +253,9 @@ async def measure(target: str, url: str, policy: CountingPolicy, work: Path, row
         lap("start")
         if failure is not None:
             result.outcome, why = classify(failure)
+            said = " ".join(str(server.block.get("description") or "").split())
+            if "not a standalone server" in said.lower():  # a library other servers import
+                why = f"its config says: {said}"
             result.why = f"start: {why}"
             return result
         result.agents = _agents_served(worker.text(), server.agents)
@@ -383,7 +400,11 @@ async def _reverify(
 
 
 _WHERE = re.compile(r"\S+\.jsonl:\d+: |\S*/site-packages/|\S*/venvs/\w+/")
+_FOLDERS = re.compile(r"(?<![\w:/.])/(?:tmp|home|root|work|var|opt|usr|srv|mnt|Users|private)/(?:[^\s/'\"]+/)*")
+"""The folders of an absolute path (a log's, the census's scratch files'): the table names
+the file only, so it reads the same on every machine."""
 _WHY_CHARS = 200
+_ALL_REPRODUCED = re.compile(r"(\d+)/\1 stored rewards reproduced$")
 
 
 _WORDY = (
@@ -395,7 +416,7 @@ _WORDY = (
 
 def _short(why: object) -> str:
     """A reason without the census's own paths and line numbers, cut to a table cell."""
-    text = _WHERE.sub("", str(why))
+    text = _FOLDERS.sub("", _WHERE.sub("", str(why)))
     for wordy, plain in _WORDY:
         text = wordy.sub(plain, text)
     text = " ".join(text.replace("|", "/").replace("\\'", "'").split())
@@ -408,13 +429,21 @@ def table(results: list[dict[str, object]]) -> str:
     by: dict[str, list[str]] = collections.defaultdict(list)
     for one in results:
         name, why = f"`{one['server']}`", _short(one["why"])
-        quiet = one["outcome"] == "works" and (why.startswith("5/5") or why.startswith("collected"))
+        quiet = one["outcome"] == "works" and (_ALL_REPRODUCED.match(why) or why.startswith("collected"))
         by[str(one["outcome"])].append(name if quiet else f"{name} ({why})")
     lines = [f"| outcome | servers ({len(results)}) |", "| --- | --- |"]
     for outcome in OUTCOMES:
         if by.get(outcome):
             lines.append(f"| {outcome} ({len(by[outcome])}) | {' · '.join(sorted(by[outcome]))} |")
     return "\n".join(lines)
+
+
+def counts(results: list[dict[str, object]]) -> str:
+    """The README's table: how many servers end in each outcome."""
+    by = collections.Counter(str(one["outcome"]) for one in results)
+    lines = ["| outcome | servers |", "| --- | ---: |"]
+    lines += [f"| {outcome} | {by[outcome]} |" for outcome in OUTCOMES if by[outcome]]
+    return "\n".join([*lines, f"| all | {len(results)} |"])
 
 
 async def census(targets: list[str], out: Path, rows: int) -> None:
@@ -450,9 +479,11 @@ def main() -> None:
     parser.add_argument("--servers", nargs="*", help="servers to measure (default: every one of the release)")
     parser.add_argument("--rows", type=int, default=5, help="example rows (or stored rollouts) per server")
     parser.add_argument("--table", type=Path, help="print the table of a census's results and stop")
+    parser.add_argument("--counts", action="store_true", help="with --table: only how many end in each outcome")
     args = parser.parse_args()
     if args.table:
-        print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]))
+        results = [json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]
+        print(counts(results) if args.counts else table(results))
         return
     done = set()
     if args.out.exists():  # resume: servers already measured are kept
