@@ -400,7 +400,9 @@ async def _reverify(
 
 
 _WHERE = re.compile(r"\S+\.jsonl:\d+: |\S*/site-packages/|\S*/venvs/\w+/")
-_FOLDERS = re.compile(r"(?<![\w:/.])/(?:tmp|home|root|work|var|opt|usr|srv|mnt|Users|private)/(?:[^\s/'\"]+/)*")
+_FOLDERS = re.compile(
+    r"(?<![\w:/.])/(?:tmp|home|root|work|var|opt|usr|srv|mnt|Users|private)/(?:[^\s/'\"]+/)*"
+)
 """The folders of an absolute path (a log's, the census's scratch files'): the table names
 the file only, so it reads the same on every machine."""
 _WHY_CHARS = 200
@@ -479,7 +481,9 @@ def main() -> None:
     parser.add_argument("--servers", nargs="*", help="servers to measure (default: every one of the release)")
     parser.add_argument("--rows", type=int, default=5, help="example rows (or stored rollouts) per server")
     parser.add_argument("--table", type=Path, help="print the table of a census's results and stop")
-    parser.add_argument("--counts", action="store_true", help="with --table: only how many end in each outcome")
+    parser.add_argument(
+        "--counts", action="store_true", help="with --table: only how many end in each outcome"
+    )
     args = parser.parse_args()
     if args.table:
         results = [json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]

@@ -64,7 +64,8 @@ def test_the_census_measures_servers_as_a_user_runs_them_and_prints_their_table(
     assert results["example_single_tool_call"]["why"] == "3/3 stored rewards reproduced"
     gymnasium = results["example_multi_turn_gymnasium"]
     assert (gymnasium["rows"], gymnasium["agreed"], gymnasium["failed"]) == (3, 3, 0)
-    assert gymnasium["agents"] == {"example_multi_turn_gymnasium_agent": "gymnasium_agent: NeMo Gym's, hosted"}
+    hosted = "gymnasium_agent: NeMo Gym's, hosted"
+    assert gymnasium["agents"] == {"example_multi_turn_gymnasium_agent": hosted}
     assert results["verifif"]["judge_calls"] > 0 and "the offline policy judged" in results["verifif"]["why"]
     # The table it ends with is the one `--table` prints from the results file.
     table = subprocess.run([sys.executable, str(SCRIPT), "--table", str(out)], capture_output=True, text=True,
@@ -99,7 +100,8 @@ def test_a_failure_is_read_as_the_outcome_its_text_names() -> None:
 def test_a_process_that_exits_without_an_exception_is_told_by_its_logs_last_line(tmp_path: Path) -> None:
     census = census_module()
     log = tmp_path / "server-1-2.log"
-    log.write_text(f"starting\n{tmp_path}/site-packages/resources_servers/x/base.py: expected one server class\n")
+    last = f"{tmp_path}/site-packages/resources_servers/x/base.py: expected one server class"
+    log.write_text(f"starting\n{last}\n")
     message = f"error: NeMo Gym server x exited with code 1; its log is {log}: see it"
     outcome, why = census.classify(census._log_text(message))
     assert outcome == "fails"
@@ -109,11 +111,11 @@ def test_a_process_that_exits_without_an_exception_is_told_by_its_logs_last_line
 def test_the_tables_reasons_name_no_machines_folders() -> None:
     census = census_module()
     why = (
-        "start: error: exited with code 1; its log is /tmp/census-home/logs/gymnasium-1-2.log: "
-        "/root/.cache/gymbus/nemo-gym/venvs/0123abcd/lib/python3.13/site-packages/resources_servers/a/b.py: no "
-        "class; https://github.com/org/repo.git/ kept"
+        "start: error: exited with code 1; its log is /home/user/census/logs/gymnasium-1-2.log: "
+        "/home/user/.cache/gymbus/nemo-gym/venvs/0123abcd/lib/python3.13/site-packages/"
+        "resources_servers/a/b.py: no class; https://github.com/org/repo.git/ kept"
     )
     short = census._short(why)
-    assert "/tmp/" not in short and "/root/" not in short and "venvs" not in short
+    assert "/home/" not in short and "venvs" not in short
     assert "gymnasium-1-2.log" in short and "resources_servers/a/b.py: no class" in short
     assert "https://github.com/org/repo.git/ kept" in short  # an address is not a folder of this machine

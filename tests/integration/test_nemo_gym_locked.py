@@ -150,7 +150,8 @@ def test_a_hosted_nemo_gym_agent_collects_10_mb_rows_on_a_locked_bus(
     url, creds = servers.url(0), layout.credentials
     role = f"nemo-gym-{GYMNASIUM}"
     workers = [
-        _serve([f"nemo-gym:{GYMNASIUM}", "--concurrency", "4"], _env(url, creds[role]), tmp_path / "agent.log"),
+        _serve([f"nemo-gym:{GYMNASIUM}", "--concurrency", "4"], _env(url, creds[role]),
+               tmp_path / "agent.log"),
         _serve(["offline"], _env(url, creds["model-policy"]), tmp_path / "model.log"),
     ]
     try:
