@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import nats.errors
@@ -61,11 +62,19 @@ class TaskPublisher:
     while the claim store is full).
     """
 
-    def __init__(self, nc: Client, window: int, timeouts: Timeouts) -> None:
+    def __init__(
+        self,
+        nc: Client,
+        window: int,
+        timeouts: Timeouts,
+        on_stored: Callable[[dict[str, str], int], None] | None = None,
+    ) -> None:
         self.nc = nc
         self.js = nc.jetstream()
         self.window = window
         self.timeouts = timeouts
+        self.on_stored = on_stored
+        """Told each task's headers and its stream sequence once the server stored it."""
         self.pending: deque[tuple[float, asyncio.Future[Any], str, bytes, dict[str, str]]] = deque()
 
     async def publish(self, subject: str, body: bytes, headers: dict[str, str]) -> None:
@@ -98,16 +107,23 @@ class TaskPublisher:
         left = published + self.timeouts.connect - time.monotonic()
         try:
             async with asyncio.timeout(max(0.0, left)):  # not wait_for, which can drop a cancellation
-                await future
+                ack = await future
         except (nats.errors.Error, TimeoutError):
             await self._retry(subject, body, headers)
+            return
+        self._stored(headers, ack)
+
+    def _stored(self, headers: dict[str, str], ack: Any) -> None:
+        if self.on_stored is not None:  # a duplicate's seq is the stored one's
+            self.on_stored(headers, ack.seq)
 
     async def _retry(self, subject: str, body: bytes, headers: dict[str, str]) -> None:
         give_up = time.monotonic() + self.timeouts.connect * 12
         delay = 0.1
         while True:
             try:
-                await self.js.publish(subject, body, headers=headers, timeout=self.timeouts.connect)
+                ack = await self.js.publish(subject, body, headers=headers, timeout=self.timeouts.connect)
+                self._stored(headers, ack)
                 return
             except (nats.errors.Error, TimeoutError, OSError) as exc:
                 if time.monotonic() > give_up:

@@ -26,7 +26,9 @@ A run is a set of tasks whose results come back to one consumer:
   that cannot come.
 - **Resuming.** A run opened with `resume=True` keeps its stored key and replays the
   results the stream still holds; a fresh one gets a new key and purges what an earlier
-  run of the same id left. `close(forget=True)` deletes the run's consumer and results.
+  run of the same id left. `close(forget=True)` withdraws the tasks still queued (a
+  trainer's tasks admitted ahead, which no one will read) and deletes the run's consumer
+  and results.
 - **Progress.** A long-lived run's owner may keep a note of where it is (`save_progress`),
   which a resumed run reads back (`progress`); kept beside the run's key.
 """
@@ -95,7 +97,9 @@ class RunClient:
         self.forged = 0
         """Results dropped because their token did not match their task's."""
         self.js = nc.jetstream(timeout=timeouts.connect)
-        self.publisher = TaskPublisher(nc, limits.publish_window, timeouts)
+        self.publisher = TaskPublisher(nc, limits.publish_window, timeouts, on_stored=self._stored)
+        self.queued: dict[tuple[int, int], int] = {}
+        """Stored tasks with no result yet: (seq, attempt) → their message's stream sequence."""
         self.puller: Puller | None = None
         self.pulled: Puller | None = None
         """The puller, kept after `stop_results` for the `done()` of results still held."""
@@ -141,6 +145,22 @@ class RunClient:
         token = task_token(self.key, self.run_id, seq, attempt)
         headers = task_headers(self.run_id, seq, attempt, deadline, token)
         await self.publisher.publish(subjects.tasks(agent), body, headers)
+
+    def _stored(self, headers: dict[str, str], stream_seq: int) -> None:
+        self.queued[header_int(headers, SEQ, -1), header_int(headers, ATTEMPT, 0)] = stream_seq
+
+    async def withdraw(self) -> int:
+        """Delete from the work queues the run's tasks that have no result yet, so no worker
+        spends a rollout on a run that has ended; how many were still there. A task a
+        worker is running finishes, but is not delivered again."""
+        withdrawn = 0
+        queued, self.queued = self.queued, {}
+        for stream_seq in queued.values():
+            try:
+                withdrawn += await self.js.delete_msg(subjects.TASKS_STREAM, stream_seq)
+            except (nats.errors.Error, TimeoutError):
+                pass  # done and acked already (a work queue drops it then), or the bus is away
+        return withdrawn
 
     async def check_submitted(self) -> None:
         """Check the publish acknowledgements that are in or overdue (republishing a task
@@ -210,6 +230,7 @@ class RunClient:
         except PayloadTooLarge as exc:
             log.error("dropped a result whose claimed body is gone: %s", exc)
             return None
+        self.queued.pop((seq, attempt), None)
         return RunResult(seq, attempt, body, msg)
 
     async def ack(self, results: list[RunResult]) -> None:
@@ -270,9 +291,13 @@ class RunClient:
         return f"{self.run_id}.progress"
 
     async def close(self, *, forget: bool) -> None:
-        """Stop reading results; `forget` also deletes the run's consumer, results and progress."""
+        """Stop reading results; `forget` also withdraws its tasks still queued and deletes
+        the run's consumer, results and progress."""
         await self.stop_results()
         if forget:
+            withdrawn = await self.withdraw()
+            if withdrawn:
+                log.info("withdrew %d queued task(s) of run %s", withdrawn, self.run_id)
             try:
                 await self.js.delete_consumer(subjects.RESULTS_STREAM, results_consumer(self.run_id))
                 await self.js.purge_stream(subjects.RESULTS_STREAM, subject=subjects.results(self.run_id))

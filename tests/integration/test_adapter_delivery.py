@@ -26,7 +26,7 @@ from gymbus.runner.training._relay import AdapterRelay
 from gymbus.schemas import POLICY_KEY, Response, ResponsesCreateParams, adapter_name, policy_key
 from tests.integration.test_policy_versions import logprobs_under, with_adapter
 from tests.integration.test_trainer import Fleet
-from tests.lora import Syncer, make_adapter
+from tests.lora import SAME_WEIGHTS, Syncer, make_adapter
 from tests.vllm_server import MODEL_NAME, VllmServer
 from tests.vllm_stub import serve_stub
 
@@ -42,24 +42,29 @@ INCARNATION = "d1e2f3a4"
 
 class Setup:
     """A bus, a syncer beside the server (and beside each of `others`), a vLLM model worker
-    over all of them, and the relay in this process."""
+    over all of them, and the relay in this process, for the policy called `name`.
 
-    def __init__(self, server: VllmServer, directory: Path, others: tuple[str, ...] = ()) -> None:
+    A syncer owns its server's adapters of its policy's name (it unloads those its bus does
+    not know), so two setups alive at once on one server take different names."""
+
+    def __init__(self, server: VllmServer, directory: Path, others: tuple[str, ...] = (), name: str = "policy") -> None:
         self.server = server
+        self.name = name
+        self.policy = policy_key(name, "delivery")
         self.nats = bus.EmbeddedServer()
         self.url = self.nats.start()
         urls = [server.url, *others]
         self.syncers = [
-            Syncer(self.url, url, directory / f"syncer-adapters-{number}", directory / f"syncer-{number}.log")
+            Syncer(self.url, url, directory / f"syncer-adapters-{number}", directory / f"syncer-{number}.log", name)
             for number, url in enumerate(urls)
         ]
         self.syncer = self.syncers[0]
         self.fleet = Fleet(self.url, directory / "workers.log")
         policy = ModelOptions(base_url=",".join(urls), model=MODEL_NAME, api="vllm")
-        self.fleet.start(ServeOptions(functions=("vllm",), model=policy), ["policy"])
+        self.fleet.start(ServeOptions(functions=("vllm",), model=policy, served_model=name), [name])
         self.loop = LoopThread("test-relay")
         self.nc = self.loop.run(bus.connect(self.url, name="test trainer"))
-        self.publisher = self.loop.run(PolicyPublisher.open(self.nc, POLICY, INCARNATION))
+        self.publisher = self.loop.run(PolicyPublisher.open(self.nc, self.policy, INCARNATION))
         self.relay = AdapterRelay(self.publisher)
         self.relay_url = self.loop.run(self.relay.start())
 
@@ -79,12 +84,13 @@ class Setup:
 
         async def once() -> Response:
             params = ResponsesCreateParams(
-                input="what is the weather in paris", max_output_tokens=8, metadata={POLICY_KEY: POLICY},
+                input="what is the weather in paris", max_output_tokens=8, metadata={POLICY_KEY: self.policy},
                 prompt_cache_key=rollout,
             )
             nc = await bus.connect(self.url, name="test")
             try:
-                reply = await bus.request(nc, "gym.model.policy.responses", msgspec.json.encode(params), timeout=60)
+                subject = f"gym.model.{self.name}.responses"
+                reply = await bus.request(nc, subject, msgspec.json.encode(params), timeout=60)
             finally:
                 await nc.close()
             return msgspec.json.decode(reply, type=Response)
@@ -155,7 +161,7 @@ def test_trls_adapter_sync_through_the_relay_reaches_the_server_and_the_model_ca
     assert isinstance(first.prompt_token_ids, list) and isinstance(first.generation_token_ids, list)
     expected = logprobs_under(with_adapter(v1), first.prompt_token_ids, first.generation_token_ids)
     assert isinstance(first.generation_log_probs, list)
-    assert max(abs(a - b) for a, b in zip(first.generation_log_probs, expected, strict=True)) < 1e-4
+    assert max(abs(a - b) for a, b in zip(first.generation_log_probs, expected, strict=True)) < SAME_WEIGHTS
 
     client.load_lora_adapter("trl-policy-v2", str(v2))
     client.unload_lora_adapter("trl-policy-v1")
@@ -199,7 +205,7 @@ def test_a_server_that_cannot_load_a_version_is_named_and_skipped_never_serving_
     stub_server = serve_stub()
     stub, stub_url = next(stub_server)
     stub.load_status, stub.check_models = 500, True
-    made = Setup(lora_vllm_server, tmp_path, others=(stub_url,))
+    made = Setup(lora_vllm_server, tmp_path, others=(stub_url,), name="refused")  # beside the module's setup
     try:
         client = VLLMClient(made.relay_url, server_timeout=30)
         client.load_lora_adapter("trl-policy-v1", str(make_adapter(tmp_path / "trl-policy-v1", seed=21)))
@@ -214,7 +220,7 @@ def test_a_server_that_cannot_load_a_version_is_named_and_skipped_never_serving_
           f"time(s) and sent each on; versions of the calls: {versions}")  # fmt: skip
     assert outcome.loaded == [lora_vllm_server.root] and "injected" in outcome.missing[stub_root]
     assert versions == [1] * 12
-    assert refused and set(refused) == {adapter_name(POLICY, INCARNATION, 1)}  # it was asked, and said 404
+    assert refused and set(refused) == {adapter_name(made.policy, INCARNATION, 1)}  # it was asked, and said 404
 
 
 def test_on_a_locked_bus_each_role_may_do_its_part_of_the_delivery(

@@ -263,8 +263,11 @@ def test_a_killed_agent_worker_loses_no_group_and_samples_past_max_staleness_are
 ) -> None:
     import threading
 
-    from tests.integration.test_trainer import kill_when_busy
+    from tests.integration.test_trainer import kill_when_busy, queued_tasks, wait_idle
 
+    # The earlier tests' trainers withdrew their queued tasks; the rollouts their workers
+    # were running must end too, or the kill could land on one of those.
+    wait_idle(one_server.url, AGENT)
     victim = one_server.agents(1)  # beside the fixture's worker; both hold up to 32 rollouts
     killed: list[float] = []
     threading.Thread(
@@ -277,6 +280,7 @@ def test_a_killed_agent_worker_loses_no_group_and_samples_past_max_staleness_are
         one_server, tmp_path, steps=30, max_staleness=0, callbacks=(Steps(slow=0.2).callback,),
         worker_options={"max_inflight_groups": 6},
     )  # fmt: skip
+    left = queued_tasks(one_server.url, AGENT)  # six groups were admitted ahead; the run withdrew them
     victim.children[0].wait(5)
     print(
         f"killed an agent worker at {killed[0]:.1f} s; {len(run.rows)} steps; redelivered "
@@ -287,6 +291,7 @@ def test_a_killed_agent_worker_loses_no_group_and_samples_past_max_staleness_are
     assert killed and victim.children[0].returncode == -9
     assert len(run.rows) == 30
     assert run.total("rollout/redelivered_total") >= 1  # the killed worker's rollouts ran again elsewhere
+    assert left == 0
     assert run.total("rollout/failed_total") == run.total("rollout/empty_groups_total") == 0  # no group lost
     assert run.total("rollout/dropped_stale_total") >= 1 and run.total("sample/dropped_stale_total") >= 1
     assert max(run.series("sample/staleness_max")) <= 0  # nothing staler than max_staleness was trained on

@@ -30,7 +30,7 @@ from gymbus.schemas import (
     adapter_name,
 )
 from tests.integration.test_trainer import Fleet
-from tests.lora import make_adapter
+from tests.lora import SAME_WEIGHTS, make_adapter
 from tests.tiny_model import tiny_model_dir
 from tests.vllm_server import MODEL_NAME, VllmServer
 
@@ -114,15 +114,17 @@ async def test_a_call_naming_a_policy_generates_from_its_current_adapter_and_rec
         await model.aclose()
     assert first[3] == 1 and second[3] == 2 and base[3] is msgspec.UNSET
     # The server generated from the very adapter the version names: its logprobs are that
-    # adapter's (HF + PEFT), far from the base model's.
+    # adapter's (HF + PEFT), far from the other version's and the base model's.
     for (prompt, generation, logprobs, _), version in ((first, 1), (second, 2)):
         expected = logprobs_under(with_adapter(adapters[version]), prompt, generation)
         base_model = logprobs_under(hf["base"], prompt, generation)
-        assert max(abs(a - b) for a, b in zip(logprobs, expected, strict=True)) < 1e-4
+        other = logprobs_under(with_adapter(adapters[3 - version]), prompt, generation)
+        assert max(abs(a - b) for a, b in zip(logprobs, other, strict=True)) > 1e-2
+        assert max(abs(a - b) for a, b in zip(logprobs, expected, strict=True)) < SAME_WEIGHTS
         assert max(abs(a - b) for a, b in zip(logprobs, base_model, strict=True)) > 1e-2
     prompt, generation, logprobs, _ = base
     expected = logprobs_under(hf["base"], prompt, generation)
-    assert max(abs(a - b) for a, b in zip(logprobs, expected, strict=True)) < 1e-4
+    assert max(abs(a - b) for a, b in zip(logprobs, expected, strict=True)) < SAME_WEIGHTS
 
 
 async def test_a_version_no_server_holds_fails_as_transient_and_never_falls_back_to_the_base_model(

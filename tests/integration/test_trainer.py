@@ -392,6 +392,40 @@ async def kill_when_both_busy(url: str, victim: int, timeout: float = 60.0) -> f
     return await _kill_when_pending(url, MULTI_TURN_AGENT, victim, 2, timeout)
 
 
+def wait_idle(url: str, agent: str, timeout: float = 60.0) -> None:
+    """Until `agent`'s queue holds no task and its workers hold none: an earlier run's
+    rollouts, still running, would otherwise count as this run's in `kill_when_busy`."""
+    asyncio.run(_wait_idle(url, agent, timeout))
+
+
+async def _wait_idle(url: str, agent: str, timeout: float) -> None:
+    nc = await bus.connect(url, name="test")
+    js = nc.jetstream()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            info = await js.consumer_info(subjects.TASKS_STREAM, agent_consumer(agent))
+            if info.num_pending == 0 and info.num_ack_pending == 0:
+                return
+            assert time.monotonic() < deadline, f"{agent}'s queue still busy after {timeout:.0f} s: {info}"
+            await asyncio.sleep(0.1)
+    finally:
+        await nc.close()
+
+
+def queued_tasks(url: str, agent: str) -> int:
+    """Tasks waiting in `agent`'s queue for a worker."""
+
+    async def count() -> int:
+        nc = await bus.connect(url, name="test")
+        try:
+            return int((await nc.jetstream().consumer_info(subjects.TASKS_STREAM, agent_consumer(agent))).num_pending)
+        finally:
+            await nc.close()
+
+    return asyncio.run(count())
+
+
 def kill_when_busy(url: str, agent: str, victim: int, busy: int, timeout: float = 60.0) -> float:
     """SIGKILL `victim` once more than `busy` tasks of `agent` are out at once, which one
     other worker holding at most `busy` cannot all hold; seconds until then."""
