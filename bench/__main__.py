@@ -15,7 +15,8 @@ import os
 import time
 from pathlib import Path
 
-from bench import async_training, nemo_gym, perf
+from bench import async_training, nemo_gym, nemo_gym_agents, perf
+from gymbus.schemas import GymError
 
 TARGETS = {
     "P1": "target >= 1,000 rollouts/s and <= 3 CPU-s per 1,000",
@@ -28,6 +29,7 @@ TARGETS = {
     "P8": "target >= 85% of the bare aiohttp rate at 1,024",
     "P10": "no target: what the bridge adds to a NeMo Gym server's own cost",
     "P11": "target: asynchronous waits <= 10% of a step, where synchronous waits >= 50%",
+    "P12": "no target: what hosting adds to a NeMo Gym agent's own rollout",
 }
 
 
@@ -38,7 +40,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer rollouts, 100k-row P4")
     parser.add_argument(
         "--only", nargs="*",
-        default=["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11"],
+        default=["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12"],
     )
     parser.add_argument("--rows", type=int, default=None, help="P4's large input (default 1,000,000)")
     parser.add_argument("--runs", type=int, default=None, help="runs of P1 and each P2 (default 3)")
@@ -140,6 +142,8 @@ def main() -> None:
         bridge_cost()
     if "P11" in args.only:
         training(args.quick)
+    if "P12" in args.only:
+        hosted_agent_cost()
 
 
 def training(quick: bool) -> None:
@@ -160,7 +164,7 @@ def bridge_cost() -> None:
     """P10: a `get_weather` call to NeMo Gym's own server, direct and through the bridge."""
     try:
         costs = nemo_gym.p10_bridge_cost()
-    except (RuntimeError, OSError) as exc:  # no Python 3.12, or the server cannot start
+    except (RuntimeError, OSError) as exc:  # no Python 3.13, or the server cannot start
         print(
             f"P10 skipped: NeMo Gym's server did not start ({exc}); see scripts/install-nemo-gym.sh",
             flush=True,
@@ -174,6 +178,25 @@ def bridge_cost() -> None:
         f"{direct.server_cpu_ms:.2f} CPU-ms; 32 in flight: {bridge.calls_per_second:,.0f} vs "
         f"{direct.calls_per_second:,.0f} calls/s (one server process); GymBus's own port: {ported.latency_ms:.2f} ms, "
         f"{ported.calls_per_second:,.0f} calls/s [{TARGETS['P10']}]",
+        flush=True,
+    )
+
+
+def hosted_agent_cost() -> None:
+    """P12: a `gymnasium_agent` rollout of NeMo Gym's own, direct and hosted on the bus."""
+    try:
+        costs = nemo_gym_agents.p12_hosted_agent_cost()
+    except (RuntimeError, OSError, GymError) as exc:  # no Python 3.13, or the agent cannot start
+        print(f"P12 skipped: NeMo Gym's agent did not start ({exc}); see scripts/install-nemo-gym.sh", flush=True)
+        return
+    direct, hosted = costs["direct"], costs["hosted"]
+    print(
+        f"P12 NeMo Gym agent rollout (gymnasium_agent, example_multi_turn_gymnasium, 2-3 model calls and steps): "
+        f"hosted on the bus {hosted.latency_ms:.1f} ms, direct HTTP {direct.latency_ms:.1f} ms: hosting adds "
+        f"{hosted.latency_ms - direct.latency_ms:.1f} ms and {hosted.worker_cpu_ms:.2f} CPU-ms per rollout (its worker), "
+        f"beside NeMo Gym's own {direct.nemo_gym_cpu_ms:.2f} CPU-ms (agent and server: {hosted.nemo_gym_cpu_ms:.2f} "
+        f"hosted); 16 in flight: {hosted.rollouts_per_second:,.0f} vs {direct.rollouts_per_second:,.0f} rollouts/s "
+        f"[{TARGETS['P12']}]",
         flush=True,
     )
 

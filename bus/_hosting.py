@@ -136,7 +136,9 @@ class ServeOptions:
     functions: tuple[str, ...]
     model: ModelOptions = field(default_factory=ModelOptions)
     served_model: str = "policy"
-    """The model name agents call (`gym.model.<served_model>.responses`)."""
+    """The model name agents call (`gym.model.<served_model>.responses`); several,
+    comma-separated, serve the one model under each (`policy,judge_model`: the policy
+    judges the NeMo Gym servers that call a judge by that name)."""
     limits: Limits = DEFAULT_LIMITS
     timeouts: Timeouts = DEFAULT_TIMEOUTS
 
@@ -182,8 +184,14 @@ def worker_role_name(
         elif isinstance(spec, Agent):
             names.append(f"agent-{spec.name}")
         else:
-            names.append(f"model-{served_model}")
+            names.extend(f"model-{name}" for name in served_names(served_model))
     return " + ".join(dict.fromkeys(names))
+
+
+def served_names(served_model: str) -> list[str]:
+    """The names in `--served-model` (comma-separated), each checked as a subject token."""
+    names = [name.strip() for name in served_model.split(",") if name.strip()]
+    return [subjects.check_name(name, "model") for name in names] or ["policy"]
 
 
 async def _start(
@@ -216,10 +224,11 @@ async def _start(
                     model_options = replace(model_options, policy_versions=versions.version)
                 generate = spec.make(model_options)
                 models.append(generate)
-                served = model_service(
-                    spec.name, options.served_model, generate, spec.description, options.model.servers
-                )
-                await host.add(served)
+                for name in served_names(options.served_model):
+                    served = model_service(spec.name, name, generate, spec.description, options.model.servers)
+                    await host.add(served)
+                    await check_permitted(nc, [endpoint.subject for endpoint in served.endpoints], role)
+                continue
             else:
                 handler = rollout_task_handler(nc, spec, options.timeouts)
                 consumer = TaskConsumer(nc, spec.name, handler, options.limits, options.timeouts)

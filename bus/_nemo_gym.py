@@ -10,10 +10,11 @@ process, the shims its judges call) and served as the environment `<server>`:
     gym.env.<server>.r.<replica>.verify         call fails with `SessionLost`
 
 A call that reaches its own replica's subject is never forwarded again. The agents the
-server's config declares are served too, as GymBus's `simple_agent` over the server. If
-a server process dies, its environment stops being served at once (so seeds go to the
-other replicas), the worker drains and stops, and `serve` fails naming the server and
-its log.
+server's config declares are served too: GymBus's `simple_agent` over the server, or NeMo
+Gym's own agent process (its judges' and agents' model calls reach the bus through shims
+that do not wait for a model nobody serves). If a server or agent process dies, its
+environment stops being served at once (so seeds go to the other replicas), the worker
+drains and stops, and `serve` fails naming the process and its log.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from gymbus.schemas import (
 
 from . import _subjects as subjects
 from ._request import request
-from ._rollout import BusModels
+from ._rollout import BusModels, served_and_transient
 from ._services import Endpoint, Handler, ServiceHost, ServiceSpec
 from ._sessions import KvSessions
 
@@ -165,7 +166,7 @@ async def _open_all(
 ) -> list[HostedEnvironment]:
     """Open every server side by side (each spends seconds importing NeMo Gym); the first
     that fails stops the others, and its error is raised."""
-    models = BusModels(nc, {}, timeouts)
+    models = BusModels(nc, {}, timeouts, should_retry=served_and_transient)
     try:
         async with asyncio.TaskGroup() as group:
             tasks = [

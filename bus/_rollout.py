@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 from nats.aio.client import Client
 
-from gymbus.functions import Agent
+from gymbus.functions import Agent, AgentUnavailable
 from gymbus.schemas import (
     ATTEMPT,
     ATTEMPT_INDEX,
@@ -55,6 +55,7 @@ from gymbus.schemas import (
     SessionLost,
     TaskRow,
     Timeouts,
+    UpstreamFailed,
     deadline_of,
     failure_row,
     header_int,
@@ -76,6 +77,7 @@ __all__ = [
     "agent_service",
     "rollout_task_handler",
     "run_rollout",
+    "served_and_transient",
 ]
 
 log = logging.getLogger("gymbus.rollout")
@@ -99,16 +101,29 @@ def _undelivered(error: GymError) -> bool:
     return isinstance(error, NoResponders)
 
 
+def served_and_transient(error: GymError) -> bool:
+    """Transient, but not for want of a model: a model nobody serves fails at once."""
+    return error.transient and not isinstance(error, NoResponders)
+
+
 class BusModels:
     """`Models` over the bus, carrying the session and deadline of the request being served.
-    A failed call is retried only while the wait ends before that deadline (a judge nobody
-    serves fails the verification in time for the rollout to be written as a failure)."""
+    A failed call is retried (where `should_retry` says so) only while the wait ends before
+    that deadline (a judge nobody serves fails the verification in time for the rollout to
+    be written as a failure)."""
 
-    def __init__(self, nc: Client, headers: Mapping[str, str], timeouts: Timeouts) -> None:
+    def __init__(
+        self,
+        nc: Client,
+        headers: Mapping[str, str],
+        timeouts: Timeouts,
+        should_retry: Callable[[GymError], bool] = _transient,
+    ) -> None:
         self.nc = nc
         self.headers = {key: headers[key] for key in (SESSION, DEADLINE) if key in headers}
         self.deadline = deadline_of(headers)
         self.timeouts = timeouts
+        self.should_retry = should_retry
 
     async def generate(self, model: str, params: ResponsesCreateParams) -> Response:
         subject = subjects.model_responses(model)
@@ -118,7 +133,7 @@ class BusModels:
             reply = await request(self.nc, subject, body, timeout=self.timeouts.model, headers=self.headers)
             return decode(reply, Response, "model response")
 
-        return await retrying(once, MODEL_RETRY, should_retry=_transient, deadline=self.deadline)
+        return await retrying(once, MODEL_RETRY, should_retry=self.should_retry, deadline=self.deadline)
 
 
 class BusCalls:
@@ -151,8 +166,8 @@ class BusCalls:
             once, CALL_RETRY, should_retry=should_retry, deadline=self.deadline, on_retry=self._count_call
         )
 
-    async def seed(self, row: bytes) -> None:
-        await self._call(subjects.env_seed(self.agent.environment), row, self.timeouts.seed)
+    async def seed(self, row: bytes) -> bytes:
+        return await self._call(subjects.env_seed(self.agent.environment), row, self.timeouts.seed)
 
     async def model(self, params: ResponsesCreateParams, model: str | None = None) -> Response:
         subject = subjects.model_responses(model or self.agent.model)
@@ -215,7 +230,8 @@ async def run_rollout(
     attempt: int = 0,
     delivery: int = 1,
 ) -> bytes:
-    """One rollout of `row` by `agent`: a rewarded rollout row, or a failure row. Never raises.
+    """One rollout of `row` by `agent`: a rewarded rollout row, or a failure row. Raises only
+    `AgentUnavailable` (the agent cannot run here any more: the rollout belongs elsewhere).
 
     Each run gets a fresh session, so a task redelivered after a worker died starts from a
     clean seed rather than from the dead attempt's half-changed state; for the same reason a
@@ -230,6 +246,8 @@ async def run_rollout(
         async with asyncio.timeout(max(0.0, deadline - time.time())):
             result = await _restarting(nc, agent, row, deadline, timeouts, stats)
         return merge_row(result, **stamps)
+    except AgentUnavailable:
+        raise  # not this rollout's failure: its task goes to another worker
     except RolloutFailed as exc:
         return failure_row(row, exc.failure_class, exc.message, **stamps)
     except TimeoutError:
@@ -281,7 +299,10 @@ def agent_service(nc: Client, agent: Agent, timeouts: Timeouts = DEFAULT_TIMEOUT
         decode(data, TaskRow, "task row")  # a bad row is a bad request, not a rollout
         left = seconds_left(headers)
         deadline = time.time() + (timeouts.agent_run if left is None else left)
-        return await run_rollout(nc, agent, data, deadline, timeouts)
+        try:
+            return await run_rollout(nc, agent, data, deadline, timeouts)
+        except AgentUnavailable as exc:
+            raise UpstreamFailed(f"{exc}: ask again (another worker may serve {agent.name})") from None
 
     endpoint = Endpoint("run", subjects.agent_run(agent.name), run)
     metadata = {"environment": agent.environment, "model": agent.model}

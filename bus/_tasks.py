@@ -8,8 +8,9 @@
 An agent worker pulls from a durable consumer per agent, sends `in_progress` while a
 rollout runs (so a slow rollout is not taken for a dead one), publishes the result,
 and only then acks. A worker killed mid-rollout never acks: after `ack_wait` the task
-goes to another worker. Every task a worker gets ends as a result, a rollout or a
-failure row: a body that is not a task (not JSON, nested deeper than `Limits.max_depth`,
+goes to another worker; so does one whose agent cannot run any more in this worker
+(`AgentUnavailable`: a hosted agent's process died). Every other task a worker gets ends
+as a result, a rollout or a failure row: a body that is not a task (not JSON, nested deeper than `Limits.max_depth`,
 its claimed body gone) or an agent that raises is a failure row, never a crashed handler
 and an unacknowledged task. Only a task whose worker dies on it `max_deliver` times is
 left to the runner, which hears of it from JetStream's MAX_DELIVERIES advisory.
@@ -38,6 +39,7 @@ from nats.js.api import (
 )
 from nats.micro.service import EndpointInfo, EndpointStats
 
+from gymbus.functions import AgentUnavailable
 from gymbus.schemas import (
     ATTEMPT,
     DEFAULT_LIMITS,
@@ -255,6 +257,11 @@ class TaskConsumer:
             await self._publish_result(headers, result)
             await msg.ack()
             await release_claim(self.nc, msg.headers)  # acked: the task is not delivered again
+        except AgentUnavailable as exc:
+            # Not acked, no heartbeat: the task goes to another worker once ack_wait passes.
+            log.warning("task %s goes back to the queue: %s", headers.get(SEQ), exc)
+            self.num_errors += 1
+            self.last_error = f"agent unavailable: {exc}"
         except (nats.errors.Error, TimeoutError, BusUnavailable, PayloadTooLarge) as exc:
             # Not acked: the task is redelivered once ack_wait passes.
             log.warning("could not deliver the result of task %s: %s", headers.get(SEQ), exc)
@@ -276,6 +283,8 @@ class TaskConsumer:
             return failure_row(b"", "invalid_input", message)
         try:
             return await self.handle(row, headers)
+        except AgentUnavailable:
+            raise
         except Exception as exc:  # a rollout handler's bug costs its task a failure row, not the task
             log.exception("running task %s failed", headers.get(SEQ))
             message = f"the agent worker raised {type(exc).__name__} running the task; see its log"

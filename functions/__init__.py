@@ -10,6 +10,7 @@ from ._registry import AGENTS, agents_of, find, names, policy_adapter
 from ._spec import (
     Agent,
     AgentFunction,
+    AgentUnavailable,
     Calls,
     Environment,
     MemoryState,
@@ -35,6 +36,7 @@ __all__ = [
     "MODELS",
     "Agent",
     "AgentFunction",
+    "AgentUnavailable",
     "Calls",
     "Environment",
     "MemoryState",

@@ -28,6 +28,7 @@ from gymbus.schemas import (
 __all__ = [
     "Agent",
     "AgentFunction",
+    "AgentUnavailable",
     "Calls",
     "Environment",
     "MemoryState",
@@ -175,11 +176,12 @@ class Calls(Protocol):
     """What an agent may call during one rollout; bound to its session, environment and model.
 
     `model` calls the agent's policy model, or the model served as `model` if given (a
-    user simulator, say). `tool` raises a `GymError` when the tool fails; the other
-    calls raise it when the rollout cannot go on.
+    user simulator, say). `seed` returns the environment's reply (a hosted NeMo Gym
+    server's own; `{}` for most). `tool` raises a `GymError` when the tool fails; the
+    other calls raise it when the rollout cannot go on.
     """
 
-    async def seed(self, row: bytes) -> None: ...
+    async def seed(self, row: bytes) -> bytes: ...
 
     async def model(self, params: ResponsesCreateParams, model: str | None = None) -> Response: ...
 
@@ -190,6 +192,12 @@ class Calls(Protocol):
 
 AgentFunction = Callable[[bytes, Calls, int], Awaitable[bytes]]
 """`run(row, calls, max_steps) -> rollout row`: rows are JSON objects (bytes)."""
+
+
+class AgentUnavailable(Exception):
+    """The agent can run no rollout in this worker any more (the process that runs it
+    died): the rollout goes back to the queue for another worker, rather than end as a
+    failure row. Deliberately not a `GymError`: it never goes on the wire as one."""
 
 
 @dataclass(frozen=True)

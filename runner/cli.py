@@ -57,7 +57,9 @@ for name, command in (
 ):
     app.command(name)(command)
 
-nemo_gym_app = typer.Typer(help="NeMo Gym's servers, hosted unchanged (`serve nemo-gym:<server>`).")
+nemo_gym_app = typer.Typer(
+    help="NeMo Gym's servers and agents, hosted unchanged (`serve nemo-gym:<server>`)."
+)
 nemo_gym_app.command("install")(nemo_gym_install_command)
 app.add_typer(nemo_gym_app, name="nemo-gym")
 

@@ -138,6 +138,9 @@ class Timeouts:
     nemo_gym_start: float = 180.0
     """A NeMo Gym server, from its process start to answering its liveness route (its
     imports take seconds, more on a busy machine)."""
+    nemo_gym_exit: float = 2.0
+    """A hosted NeMo Gym agent that dropped a connection is looked at this long: if its
+    process exits meanwhile, the rollout goes to another worker; if not, it failed."""
 
 
 @dataclass(frozen=True)

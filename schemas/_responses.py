@@ -167,11 +167,13 @@ class ResponsesCreateParams(Struct, kw_only=True, forbid_unknown_fields=True, gc
 
 
 class InputTokensDetails(Struct, kw_only=True, gc=False):
-    cached_tokens: int = 0
+    cached_tokens: int | None = 0
+    """`None` where a server left it null (some of NeMo Gym's stored rollouts); sums read it as 0."""
 
 
 class OutputTokensDetails(Struct, kw_only=True, gc=False):
-    reasoning_tokens: int = 0
+    reasoning_tokens: int | None = 0
+    """`None` where a server left it null; sums read it as 0."""
 
 
 class Usage(Struct, kw_only=True, gc=False):
@@ -259,10 +261,11 @@ def add_usage(total: Usage | None, more: Usage | None) -> Usage | None:
         output_tokens=total.output_tokens + more.output_tokens,
         total_tokens=total.total_tokens + more.total_tokens,
         input_tokens_details=InputTokensDetails(
-            cached_tokens=total.input_tokens_details.cached_tokens + more.input_tokens_details.cached_tokens
+            cached_tokens=(total.input_tokens_details.cached_tokens or 0)
+            + (more.input_tokens_details.cached_tokens or 0)
         ),
         output_tokens_details=OutputTokensDetails(
-            reasoning_tokens=total.output_tokens_details.reasoning_tokens
-            + more.output_tokens_details.reasoning_tokens
+            reasoning_tokens=(total.output_tokens_details.reasoning_tokens or 0)
+            + (more.output_tokens_details.reasoning_tokens or 0)
         ),
     )

@@ -19,7 +19,15 @@ from typing import Any
 
 from gymbus.schemas import BadRequest
 
-__all__ = ["AgentConfig", "ServerConfig", "global_config", "read_config", "settings_of"]
+__all__ = [
+    "AgentConfig",
+    "ServerConfig",
+    "agent_config",
+    "global_config",
+    "model_names",
+    "read_config",
+    "settings_of",
+]
 
 POLICY = "policy_model"
 """NeMo Gym's name for the policy model; served on the bus as `policy`."""
@@ -28,11 +36,18 @@ POLICY = "policy_model"
 @dataclass(frozen=True)
 class AgentConfig:
     """An agent a server's config declares: its kind (NeMo Gym's implementation, e.g.
-    `simple_agent`) and its step limit, if it sets one."""
+    `simple_agent`), its step limit, if it sets one, and its settings (which name the
+    resources server and the models it calls)."""
 
     name: str
     kind: str
     max_steps: int | None = None
+    block: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """Model servers the agent calls, by their NeMo Gym name (its policy among them)."""
+        return tuple(sorted(_model_refs(self.block)))
 
 
 @dataclass(frozen=True)
@@ -107,7 +122,10 @@ def _listed(directory: Path) -> str:
 
 
 def _resources_server(document: dict[str, Any], dir_name: str, path: Path) -> tuple[str, str, dict[str, Any]]:
-    """(instance name, implementation name, settings) of the config's resources server."""
+    """(instance name, implementation name, settings) of the config's resources server.
+    Of several, the one implemented in the server's own directory; of several such (a
+    benchmark's server beside a variant of it, e.g. one that grades golden patches), the
+    one the config's agents drive, else the first declared."""
     found = [
         (instance, impl, block)
         for instance, value in document.items()
@@ -116,6 +134,9 @@ def _resources_server(document: dict[str, Any], dir_name: str, path: Path) -> tu
     ]
     if len(found) > 1:
         found = [one for one in found if one[1] == dir_name] or found
+    if len(found) > 1 and all(one[1] == found[0][1] for one in found):
+        driven = {instance for instance, _, _ in found if _agents(document, instance)}
+        found = [one for one in found if one[0] in driven][:1] or found[:1]
     if len(found) != 1:
         names = ", ".join(instance for instance, _, _ in found) or "none"
         raise BadRequest(f"{path} must declare one resources server; it declares: {names}")
@@ -133,8 +154,13 @@ def _agents(document: dict[str, Any], instance: str) -> tuple[AgentConfig, ...]:
             ref = (block or {}).get("resources_server") or {}
             if isinstance(ref, dict) and ref.get("name") == instance:
                 steps = block.get("max_steps")
-                agents.append(AgentConfig(name, kind, steps if isinstance(steps, int) else None))
+                agents.append(AgentConfig(name, kind, steps if isinstance(steps, int) else None, dict(block)))
     return tuple(agents)
+
+
+def model_names(block: dict[str, Any]) -> tuple[str, ...]:
+    """The model servers a settings block calls, by their NeMo Gym names."""
+    return tuple(sorted(_model_refs(block)))
 
 
 def _model_refs(value: Any) -> set[str]:
@@ -166,8 +192,9 @@ def settings_of(server: ServerConfig, variable: str) -> dict[str, Any]:
 
 def global_config(server: ServerConfig, block: dict[str, Any], model_ports: dict[str, int]) -> dict[str, Any]:
     """The global config the server is started with: its own instance, and each model
-    server it calls, at the loopback port of the bridge's model shim for it. The port of
-    the server itself is set by the launcher, which binds it."""
+    server it calls, at the loopback port of the bridge's model shim for it (`policy_model`
+    among them: configs also reach the policy by `${policy_base_url}`). The port of the
+    server itself is set by the launcher, which binds it."""
     models = {
         name: {
             "responses_api_models": {
@@ -176,13 +203,25 @@ def global_config(server: ServerConfig, block: dict[str, Any], model_ports: dict
         }
         for name, port in model_ports.items()
     }
-    policy_port = model_ports.get(POLICY, 0)
     return {
         **server.extras,
-        "policy_base_url": f"http://127.0.0.1:{policy_port}/v1",
+        "policy_base_url": f"http://127.0.0.1:{model_ports[POLICY]}/v1",
         "policy_api_key": "not-needed",
         "policy_model_name": "policy",
         "head_server": {"host": "127.0.0.1", "port": 0},
         **models,
         server.instance: {"resources_servers": {server.name: {**block, "host": "127.0.0.1", "port": 0}}},
     }
+
+
+def agent_config(
+    server: ServerConfig, agent: AgentConfig, model_ports: dict[str, int], resources_port: int
+) -> dict[str, Any]:
+    """The global config an agent of `server` is started with: the server's instance at
+    `resources_port` (the bridge's resources shim), the models it calls at their shims,
+    and its own instance."""
+    config = global_config(server, server.block, model_ports)
+    config[server.instance]["resources_servers"][server.name]["port"] = resources_port
+    block = {**agent.block, "host": "127.0.0.1", "port": 0}
+    config[agent.name] = {"responses_api_agents": {agent.kind: block}}
+    return config

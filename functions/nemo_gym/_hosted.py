@@ -3,8 +3,11 @@
 `open_server("mcqa", models)` finds the server, builds or reuses its virtual environment,
 starts the model shims its config names, starts the server on a loopback port and yields
 a `HostedEnvironment`: the proxy's seed, tool and verify functions, the tools the server
-offers, this replica's id and the agents its config declares. Leaving the context stops
-the server and the shims.
+offers, this replica's id and the agents its config declares. Its `simple_agent`s are
+GymBus's own simple agent; an agent of any other kind (`gymnasium_agent`,
+`tool_simulation_agent`, ...) runs unchanged in its own process (`_agent`). An agent that
+cannot start (it needs a key, a container) is left out, with a warning naming its log.
+Leaving the context stops the agents, the server and the shims.
 """
 
 from __future__ import annotations
@@ -14,18 +17,19 @@ import difflib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
 
-from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BadRequest, Timeouts
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BadRequest, GymError, Timeouts
 
 from .._spec import Agent, Models
 from ..agents import AGENT_KINDS
 from ..environments._settings import settings_variable
-from ._config import ServerConfig, global_config, read_config, settings_of
+from ._agent import HostedAgent, agent_directory, open_agent
+from ._config import AgentConfig, ServerConfig, global_config, model_names, read_config, settings_of
 from ._http import ServerClient
 from ._process import ServerInfo, ServerProcess
 from ._proxy import Proxy
@@ -33,6 +37,7 @@ from ._shim import ModelShims, bus_model_name
 from ._venv import pinned, requirements_of, virtual_env
 
 __all__ = [
+    "OWN_AGENTS",
     "PREFIX",
     "HostedEnvironment",
     "ServerOutline",
@@ -48,9 +53,11 @@ log = logging.getLogger("gymbus.nemo_gym")
 
 PREFIX = "nemo-gym:"
 """What names a NeMo Gym server among the functions `gym-runner serve` takes."""
-SUPPORTED_AGENTS = ("simple_agent",)
-"""NeMo Gym agent kinds GymBus runs (its own `simple_agent`); other kinds are not served."""
+OWN_AGENTS = ("simple_agent",)
+"""NeMo Gym agent kinds GymBus runs with its own agent; others run as NeMo Gym's."""
 _EXAMPLE_ROWS = 100
+_BUILT_IN = {"/seed_session", "/verify", "/aggregate_metrics", "/close_session", "/reset"}
+"""POST routes of a resources server that are not tools (`/reset` seeds a Gymnasium server)."""
 
 
 def is_nemo_gym(function: str) -> bool:
@@ -70,12 +77,26 @@ class HostedEnvironment:
     description: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
     process: ServerProcess | None = None
+    hosted_agents: tuple[HostedAgent, ...] = ()
+    """NeMo Gym's own agents, running in their processes."""
 
     async def exited(self) -> str:
-        """Wait until the server exits; why, with its log's tail."""
+        """Wait until the server or one of its agent processes exits; why, with its log's tail."""
+        assert self.process is not None
+        waits = [self._server_exited(), *(agent.exited() for agent in self.hosted_agents)]
+        tasks = [asyncio.ensure_future(wait) for wait in waits]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+        return next(iter(done)).result()
+
+    async def _server_exited(self) -> str:
         assert self.process is not None
         code = await self.process.wait()
-        return f"NeMo Gym server {self.name} exited with code {code}; its log is {self.process.log}:\n{self.process.tail()}"
+        log_path, tail = self.process.log, self.process.tail()
+        return f"NeMo Gym server {self.name} exited with code {code}; its log is {log_path}:\n{tail}"
 
 
 def locate(target: str) -> tuple[Path, str | None]:
@@ -99,11 +120,17 @@ def locate(target: str) -> tuple[Path, str | None]:
 
 
 def prepare(target: str) -> Path:
-    """Build (or reuse) the virtual environment of the server `target` names; its path.
-    What `gym-runner nemo-gym install` does ahead of a run."""
+    """Build (or reuse) the virtual environment of the server `target` names, and those of
+    the agents its config declares that run as NeMo Gym's; the server's path. What
+    `gym-runner nemo-gym install` does ahead of a run."""
     directory, config = locate(target)
     server = read_config(directory, config)
-    return virtual_env(requirements_of(directory), server.name, directory).path
+    env = virtual_env(requirements_of(directory), server.name, directory)
+    for agent in server.agents:
+        found = agent_directory(server, agent.kind, env.site_packages())
+        if agent.kind not in OWN_AGENTS and found.is_dir():
+            virtual_env(requirements_of(found), agent.name, found)
+    return env.path
 
 
 @dataclass(frozen=True)
@@ -121,9 +148,10 @@ def outline(target: str) -> ServerOutline:
     """The `ServerOutline` of the server `target` names (`BadRequest` if it names none)."""
     directory, config = locate(target)
     server = read_config(directory, config)
-    agents = _agents(server)
-    models = {bus_model_name(name) for name in server.models} | {agent.model for agent in agents}
-    return ServerOutline(server.name, tuple(agent.name for agent in agents), tuple(sorted(models)))
+    agents = tuple(agent.name for agent in server.agents) or (f"{server.name}_simple_agent",)
+    named = {*server.models, *(name for agent in server.agents for name in agent.models)}
+    models = {bus_model_name(name) for name in named} | {"policy"}  # every shim calls the policy
+    return ServerOutline(server.name, agents, tuple(sorted(models)))
 
 
 def environment_name(target: str) -> str:
@@ -138,7 +166,7 @@ def environment_name(target: str) -> str:
 async def open_server(
     target: str, models: Models, timeouts: Timeouts = DEFAULT_TIMEOUTS
 ) -> AsyncIterator[HostedEnvironment]:
-    """The server `target` names, running and proxied, until the context ends."""
+    """The server `target` names, running and proxied, with its agents, until the context ends."""
     directory, config = await asyncio.to_thread(locate, target)
     server = read_config(directory, config)
     env = await asyncio.to_thread(virtual_env, requirements_of(directory), server.name, directory)
@@ -147,36 +175,55 @@ async def open_server(
     shims = ModelShims(models)
     process: ServerProcess | None = None
     client: ServerClient | None = None
+    stack = AsyncExitStack()  # the agents
     try:
-        ports = await shims.start(server.models)
         settings = settings_of(server, settings_variable(server.name))
+        ports = await shims.start(model_names(settings))  # the settings may name another judge
         process = ServerProcess(
             server.name, env, server.app, server.instance, global_config(server, settings, ports)
         )
         info = await process.start(timeouts.nemo_gym_start)
         client = ServerClient(server.name, info.port, info.cookie)
         replica = uuid.uuid4().hex[:12]
-        proxy = Proxy(server.name, replica, client, _down(process), timeouts, tuple(info.verify_outputs))
-        tools = _tools(info.routes, directory)
+        proxy = Proxy(server.name, replica, client, _down(process), timeouts, tuple(info.verify_outputs),
+                      tuple(info.routes))  # fmt: skip
+        log.info("NeMo Gym server %s (%s) live on port %d, replica %s",
+                 server.name, info.class_, info.port, replica)  # fmt: skip
+        hosted_agents = await _open_agents(stack, server, env.site_packages(), models, timeouts)
         hosted = HostedEnvironment(
-            name=server.name, replica=replica, tools=tools, proxy=proxy, agents=_agents(server),
+            name=server.name, replica=replica, tools=_tools(info.routes, directory), proxy=proxy,
+            agents=_agents(server, hosted_agents),
             description=str(server.block.get("description") or f"NeMo Gym's {server.name} resources server"),
             metadata=_metadata(server, env.path, process, info, replica), process=process,
+            hosted_agents=tuple(hosted_agents),
         )  # fmt: skip
-        log.info(
-            "NeMo Gym server %s (%s) live on port %d, replica %s",
-            server.name,
-            info.class_,
-            info.port,
-            replica,
-        )
         yield hosted
     finally:
+        await stack.aclose()  # the agents first: they call the server
         if client is not None:
             await client.close()
         if process is not None:
             process.stop()
         await shims.stop()
+
+
+async def _open_agents(
+    stack: AsyncExitStack, server: ServerConfig, site_packages: Path, models: Models, timeouts: Timeouts
+) -> list[HostedAgent]:
+    """Start the config's agents of other kinds than GymBus's own, side by side; one that
+    cannot start is left out, with a warning that says why."""
+
+    async def one(agent: AgentConfig) -> HostedAgent | None:
+        try:
+            return await stack.enter_async_context(open_agent(server, agent, site_packages, models, timeouts))
+        except GymError as exc:
+            log.warning("%s: not serving its agent %s (%s), which could not start: %s",
+                        server.name, agent.name, agent.kind, exc)  # fmt: skip
+            return None
+
+    others = [agent for agent in server.agents if agent.kind not in OWN_AGENTS]
+    started = await asyncio.gather(*(one(agent) for agent in others))
+    return [agent for agent in started if agent is not None]
 
 
 def _in(site_packages: Path, directory: Path) -> Path:
@@ -210,9 +257,14 @@ _row = msgspec.json.Decoder(_Row)
 
 
 def _tools(routes: list[str], directory: Path) -> tuple[str, ...]:
-    """The server's tools: its named POST routes, and, if it has a catch-all route
-    (`/{path}`), the tools its example rows offer the model."""
-    named = {route.lstrip("/") for route in routes if "{" not in route and route.count("/") == 1}
+    """The server's tools: its named POST routes but seed, verify, metrics and session
+    ends, and, if it has a catch-all route (`/{path}`), the tools its example rows offer
+    the model."""
+    named = {
+        route.lstrip("/")
+        for route in routes
+        if "{" not in route and route.count("/") == 1 and route not in _BUILT_IN
+    }
     named.discard("mcp")
     if any("{" in route for route in routes):
         named |= _example_tools(directory / "data" / "example.jsonl")
@@ -235,20 +287,17 @@ def _example_tools(path: Path) -> set[str]:
     return found
 
 
-def _agents(server: ServerConfig) -> tuple[Agent, ...]:
-    """GymBus agents for the config's `simple_agent`s (or `<server>_simple_agent` if it declares none)."""
-    declared = server.agents or ()
+def _agents(server: ServerConfig, hosted: list[HostedAgent]) -> tuple[Agent, ...]:
+    """GymBus agents for the config's agents: its `simple_agent`s (or `<server>_simple_agent`
+    if it declares none) run by GymBus's simple agent, the others as hosted."""
+    steps = {agent.name: agent.max_steps or DEFAULT_LIMITS.max_steps for agent in server.agents}
     agents = [
         _simple_agent(agent.name, server.name, agent.max_steps)
-        for agent in declared
-        if agent.kind in SUPPORTED_AGENTS
+        for agent in server.agents
+        if agent.kind in OWN_AGENTS
     ]
-    skipped = [f"{agent.name} ({agent.kind})" for agent in declared if agent.kind not in SUPPORTED_AGENTS]
-    if skipped:
-        log.warning(
-            "%s: not serving agents of kinds GymBus does not run: %s", server.name, ", ".join(skipped)
-        )
-    if not declared:
+    agents += [agent.spec(steps[agent.name]) for agent in hosted]
+    if not server.agents:
         agents.append(_simple_agent(f"{server.name}_simple_agent", server.name, None))
     return tuple(agents)
 

@@ -1,21 +1,27 @@
-"""Starts one NeMo Gym resources server, standalone: no head server, no Ray cluster.
+"""Starts one NeMo Gym server (a resources server or an agent), standalone: no head server,
+no Ray cluster.
 
-Run by the server's own virtual environment's Python (NeMo Gym needs 3.12 or later), never
-imported by GymBus:
+Run by the server's own virtual environment's Python (NeMo Gym needs a newer one than
+GymBus), never imported by GymBus:
 
     python _launcher.py <app.py> <ready file>
 
 with `NEMO_GYM_CONFIG_DICT` (the global config, as YAML) and `NEMO_GYM_CONFIG_PATH` (the
-server's instance name) set, as NeMo Gym sets them for the servers it starts. It does what
-NeMo Gym's `SimpleServer.run_webserver` does, less the Ray cluster (about 1.9 GB that the
-servers hosted here do not use): validate the server's config class from its config
-block, build its server client from the global config, set up the web server, liveness
-and exception middleware, and run it with uvicorn, on a loopback port it binds itself
-(so no other process can take it in between). Before serving, it writes to the ready
-file what the bridge needs: the port, the server class, its session cookie's name, the
-POST routes (its tools) and the fields its verify adds to a request.
+server's instance name) set, as NeMo Gym sets them for the servers it starts. It runs the
+server's own `run_webserver()` unchanged (so everything the release sets up there is set
+up: liveness, exception and cancellation middleware, MCP exposure, ...), with three seams:
 
-These are NeMo Gym's internal interfaces, so the bridge pins the NeMo Gym version.
+- `uvicorn.run` serves the app on a loopback socket this launcher bound itself (so no
+  other process can take the port in between), always in this one process: an instance
+  asking for several uvicorn workers gets one (the bridge scales by replicas);
+- Ray is not started (about 1.9 GB the hosted servers do not need; a server that submits
+  Ray work starts a local one on first use, as before);
+- `dry_run` is off (NeMo Gym's CLI sets it; `run_webserver` reads it).
+
+Before serving, it writes to the ready file what the bridge needs: the port, the server
+class and kind, its session cookie's name, its POST routes (a resources server's tools)
+and the fields its verify adds to a request. NeMo Gym's internal interfaces change between
+releases, hence the pinned releases (`_venv.RELEASES`).
 """
 
 from __future__ import annotations
@@ -34,7 +40,12 @@ from types import ModuleType
 from typing import Any
 
 _PR_SET_PDEATHSIG = 1
-_BUILT_IN_ROUTES = {"/seed_session", "/verify", "/aggregate_metrics"}
+_KIND_DIRS = ("resources_servers", "responses_api_agents", "responses_api_models")
+_KINDS = {
+    "SimpleResourcesServer": "resources_servers",
+    "SimpleResponsesAPIAgent": "responses_api_agents",
+    "SimpleResponsesAPIModel": "responses_api_models",
+}
 
 
 def die_with_parent() -> None:
@@ -50,15 +61,16 @@ def die_with_parent() -> None:
 
 def import_app(app_path: Path) -> ModuleType:
     """The server's module, imported the way NeMo Gym's layout expects: as
-    `resources_servers.<name>.<entrypoint>` when the directory sits in a `resources_servers`
-    folder (the package's own servers, or a user's Gym checkout), else from its file."""
+    `<kind>.<name>.<entrypoint>` when the directory sits in a `resources_servers` or
+    `responses_api_agents` folder (the package's own servers, or a user's Gym checkout),
+    else from its file."""
     server_dir = app_path.parent
     sys.path.insert(0, str(server_dir))  # as `python app.py` run in the server's directory
-    if server_dir.parent.name == "resources_servers":
+    if server_dir.parent.name in _KIND_DIRS:
         root = str(server_dir.parent.parent)
         if root not in sys.path:
             sys.path.insert(1, root)
-        return importlib.import_module(f"resources_servers.{server_dir.name}.{app_path.stem}")
+        return importlib.import_module(f"{server_dir.parent.name}.{server_dir.name}.{app_path.stem}")
     spec = importlib.util.spec_from_file_location(app_path.stem, app_path)
     assert spec is not None and spec.loader is not None, f"cannot import {app_path}"
     module = importlib.util.module_from_spec(spec)
@@ -68,22 +80,29 @@ def import_app(app_path: Path) -> ModuleType:
 
 
 def server_class(module: ModuleType) -> Any:
-    """The resources server class `module` runs: the most derived `SimpleResourcesServer`
-    subclass in its namespace that is not one of NeMo Gym's own."""
-    from nemo_gym.base_resources_server import SimpleResourcesServer
+    """The server class `module` runs: the most derived concrete `SimpleServer` subclass
+    in its namespace that is not one of NeMo Gym's own."""
+    from nemo_gym.server_utils import SimpleServer
 
     found = [
         value
         for value in vars(module).values()
         if inspect.isclass(value)
-        and issubclass(value, SimpleResourcesServer)
+        and issubclass(value, SimpleServer)
         and not value.__module__.startswith("nemo_gym.")
+        and not inspect.isabstract(value)
     ]
     leaves = [cls for cls in found if not any(other is not cls and issubclass(other, cls) for other in found)]
     if len(leaves) != 1:
         names = ", ".join(sorted(cls.__name__ for cls in leaves)) or "none"
-        raise SystemExit(f"{module.__file__}: expected one resources server class, found {names}")
+        raise SystemExit(f"{module.__file__}: expected one server class, found {names}")
     return leaves[0]
+
+
+def kind_of(server_cls: Any) -> str:
+    """`resources_servers`, `responses_api_agents` or `responses_api_models`."""
+    bases = {cls.__name__ for cls in server_cls.__mro__}
+    return next((kind for base, kind in _KINDS.items() if base in bases), "unknown")
 
 
 def bind_loopback() -> socket.socket:
@@ -95,26 +114,27 @@ def bind_loopback() -> socket.socket:
 
 
 def configure(port: int) -> None:
-    """Put this server's host and port into its config block, as `ng_run` would."""
+    """Put this server's host and port into its config block, as `ng_run` would; one
+    worker; no dry run."""
     from omegaconf import OmegaConf
 
     name = os.environ["NEMO_GYM_CONFIG_PATH"]
     config = OmegaConf.create(os.environ["NEMO_GYM_CONFIG_DICT"])
     block = next(iter(next(iter(config[name].values())).values()))
     block["host"], block["port"] = "127.0.0.1", port
+    block["num_workers"] = None
+    config["dry_run"] = False
     os.environ["NEMO_GYM_CONFIG_DICT"] = OmegaConf.to_yaml(config)
 
 
 def post_routes(app: Any) -> list[str]:
-    """The paths of the app's POST routes besides seed, verify and metrics: its tools.
-    A path with a parameter (`/{path}`) is a catch-all: any tool name reaches it."""
-    paths = []
-    for route in app.routes:
-        methods = getattr(route, "methods", None) or set()
-        path = getattr(route, "path", "")
-        if "POST" in methods and path not in _BUILT_IN_ROUTES:
-            paths.append(path)
-    return paths
+    """The paths of the app's POST routes. A path with a parameter (`/{path}`) is a
+    catch-all: any tool name reaches it."""
+    return [
+        route.path
+        for route in app.routes
+        if "POST" in (getattr(route, "methods", None) or set()) and hasattr(route, "path")
+    ]
 
 
 def verify_outputs(server_cls: Any) -> list[str]:
@@ -140,69 +160,62 @@ def verify_outputs(server_cls: Any) -> list[str]:
     return sorted(set(reply.model_fields) - set(request.model_fields) | {"reward"})
 
 
-def build(server_cls: Any) -> tuple[Any, Any]:
-    """The server and its FastAPI app, set up as `run_webserver` sets them up."""
+def log_refusals(app: Any) -> None:
+    """Log each refused request's fields, bounded (the bridge reads them from the 422 body)."""
     from fastapi import Request
     from fastapi.exception_handlers import request_validation_exception_handler
     from fastapi.exceptions import RequestValidationError
-    from nemo_gym.global_config import get_global_config_dict
-    from nemo_gym.server_utils import ServerClient
 
-    global_config = get_global_config_dict()
-    head = global_config["head_server"]
-    from nemo_gym.config_types import BaseServerConfig
-
-    client = ServerClient(
-        head_server_config=BaseServerConfig(host=head["host"], port=head["port"]),
-        global_config_dict=global_config,
-    )
-    server = server_cls(config=server_cls.load_config_from_global_config(), server_client=client)
-    app = server.setup_webserver()
-    server.setup_liveness(app)
-    server.set_ulimit()
-    server.setup_exception_middleware(app)
-
-    @app.exception_handler(RequestValidationError)
     async def validation_failed(request: Request, exc: Any) -> Any:
-        # The bridge reads the field names from the 422 body; the log keeps what was sent.
         print(f"422 on {request.url.path}: {json.dumps(exc.errors(), default=str)[:2000]}", flush=True)
         return await request_validation_exception_handler(request, exc)
 
-    return server, app
+    app.add_exception_handler(RequestValidationError, validation_failed)
 
 
-def serve(app: Any, sock: socket.socket) -> None:
-    """Serve until stopped, on uvicorn's own event loop (uvloop, as NeMo Gym runs it: on
-    plain asyncio a keep-alive connection to a passed socket waits 40 ms per reply for
-    delayed ACKs)."""
+def serve_on(sock: socket.socket, server_cls: Any, ready: Path) -> Any:
+    """A stand-in for `uvicorn.run`: serves the app `run_webserver` built on `sock`, after
+    writing the ready file. uvicorn's own event loop (uvloop, as NeMo Gym runs it: on plain
+    asyncio a keep-alive connection to a passed socket waits 40 ms per reply for delayed ACKs)."""
     import uvicorn
 
-    config = uvicorn.Config(
-        app, log_level="warning", access_log=False, timeout_keep_alive=30, timeout_graceful_shutdown=1
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+    def run(app: Any, **settings: Any) -> None:
+        if isinstance(app, str):
+            raise SystemExit(f"{server_cls.__name__} asked uvicorn for several worker processes")
+        for key in ("host", "port", "workers", "fd", "uds"):
+            settings.pop(key, None)
+        settings.setdefault("log_level", "warning")
+        log_refusals(app)
+        name = os.environ["NEMO_GYM_CONFIG_PATH"]
+        info = {
+            "port": int(sock.getsockname()[1]),
+            "pid": os.getpid(),
+            "class": server_cls.__name__,
+            "kind": kind_of(server_cls),
+            "cookie": f"{server_cls.__name__}___{name}",  # `get_session_middleware_key()`
+            "routes": post_routes(app),
+            "verify_outputs": verify_outputs(server_cls),
+        }
+        partial = ready.with_suffix(".partial")
+        partial.write_text(json.dumps(info))
+        partial.rename(ready)  # whole or absent: the bridge never reads half a file
+        uvicorn.Server(uvicorn.Config(app, **settings)).run(sockets=[sock])
+
+    return run
 
 
 def main() -> None:
     die_with_parent()
     app_path, ready = Path(sys.argv[1]).resolve(), Path(sys.argv[2])
     sock = bind_loopback()
-    port = int(sock.getsockname()[1])
-    configure(port)
+    configure(int(sock.getsockname()[1]))
     server_cls = server_class(import_app(app_path))
-    server, app = build(server_cls)
-    info = {
-        "port": port,
-        "pid": os.getpid(),
-        "class": server_cls.__name__,
-        "cookie": server.get_session_middleware_key(),
-        "routes": post_routes(app),
-        "verify_outputs": verify_outputs(server_cls),
-    }
-    partial = ready.with_suffix(".partial")
-    partial.write_text(json.dumps(info))
-    partial.rename(ready)  # whole or absent: the bridge never reads half a file
-    serve(app, sock)
+    import uvicorn
+    from nemo_gym import server_utils
+
+    server_utils.initialize_ray = lambda *args, **kwargs: None
+    uvicorn.run = serve_on(sock, server_cls, ready)
+    server_cls.run_webserver()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""One NeMo Gym server process: started by `_launcher.py` in its virtual environment, live
-once its liveness route answers, and watched, so its death is noticed at once.
+"""One NeMo Gym server process (a resources server or an agent): started by `_launcher.py`
+in its virtual environment, live once its liveness route answers, and watched, so its
+death is noticed at once.
 
 Its output (NeMo Gym's own logging, tracebacks, refused requests) goes to a log file,
 `<home>/logs/<server>-<pid>-<time>.log`, which every error about the server names; the
@@ -23,7 +24,7 @@ import msgspec
 
 from gymbus.schemas import DEFAULT_TIMEOUTS, UpstreamFailed
 
-from ._venv import VirtualEnv, home
+from ._venv import VirtualEnv, home, tool_path
 
 __all__ = ["ServerInfo", "ServerProcess"]
 
@@ -40,8 +41,10 @@ class ServerInfo(msgspec.Struct):
     cookie: str
     """The session cookie's name, NeMo Gym's `<ServerClass>___<instance name>`."""
     routes: list[str]
-    """Paths of its POST routes other than seed, verify and metrics: its tools."""
+    """Paths of its POST routes (a resources server's tools among them)."""
     class_: str = msgspec.field(name="class")
+    kind: str = "resources_servers"
+    """NeMo Gym's kind of server: `resources_servers` or `responses_api_agents`."""
     verify_outputs: list[str] = msgspec.field(default_factory=lambda: ["reward"])
     """Fields its verify adds to the request (`reward`, `extracted_answer`, ...)."""
 
@@ -71,6 +74,7 @@ class ServerProcess:
             "NEMO_GYM_CONFIG_DICT": yaml.safe_dump(self.config),
             "NEMO_GYM_CONFIG_PATH": self.instance,
             "PYTHONUNBUFFERED": "1",
+            "PATH": tool_path(),
         }
         _forget_old_logs(logs, self.name)
         self.log = logs / f"{self.name}-{os.getpid()}-{int(time.time())}.log"

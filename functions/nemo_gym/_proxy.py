@@ -5,16 +5,18 @@ its signed session cookie carries; a request without that cookie (or with one th
 process never issued state for) silently gets a fresh, empty session. So a session must
 stay on the process that seeded it, and its cookie must travel with every call:
 
-- Seeding posts the row to `/seed_session` and saves, in the rollout's session state on
-  the bus (never in this process), a `SessionRecord`: this replica's id and the cookie
-  the server set.
+- Seeding posts the row to `/seed_session` (a Gymnasium-style server's `/reset`, which
+  answers with the first observation) and saves, in the rollout's session state on the bus
+  (never in this process), a `SessionRecord`: this replica's id and the cookie the server
+  set.
 - A tool call or verify loads the record. One made on another replica raises
   `SessionElsewhere`: the host forwards the call to that replica's own subject (and if
   that replica is gone, the call fails with `SessionLost`, and the rollout runs again from
   a fresh seed). One made here posts with the cookie. A tool call with no record (a
   session never seeded, or expired) is `NotFound`, never a silent fresh session.
 - Verify with no record (a stored rollout re-verified in a fresh session, as `gym-runner
-  verify` and NeMo Gym's `reverify` do) posts without a cookie.
+  verify` and NeMo Gym's `reverify` do) posts without a cookie. A Gymnasium-style server
+  has no `/verify`: its episode is replayed in a fresh session (`_replay`).
 - If the server has died, calls of its sessions fail with `SessionLost`; seeds fail as
   `UpstreamFailed`, which callers try again (on another replica).
 
@@ -31,14 +33,24 @@ from typing import Any
 
 import msgspec
 
-from gymbus.schemas import DEFAULT_TIMEOUTS, NotFound, SessionLost, Timeouts, UpstreamFailed
+from gymbus.schemas import (
+    DEFAULT_TIMEOUTS,
+    FAILURE_CLASS,
+    FAILURE_MESSAGE,
+    NotFound,
+    SessionLost,
+    Timeouts,
+    UpstreamFailed,
+)
 
 from .._spec import Session
 from ._http import Reply, ServerClient, ServerGone
+from ._replay import replay
 
 __all__ = ["Proxy", "SessionElsewhere", "SessionRecord"]
 
 _ECHOED = ("responses_create_params", "response")
+_FAILURE_TEXTS = ("_ng_failure_judge_error", "failure_reason")
 _RESPONSE_DEFAULTS: dict[str, Any] = {"parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
 _USAGE_DEFAULTS: dict[str, Any] = {
     "input_tokens": 0,
@@ -80,8 +92,12 @@ class Proxy:
         down: Callable[[], str | None],
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         verify_outputs: tuple[str, ...] = ("reward",),
+        routes: tuple[str, ...] = ("/seed_session", "/verify"),
     ) -> None:
         self.verify_outputs = frozenset(verify_outputs)
+        self.gymnasium = "/verify" not in routes and {"/reset", "/step"} <= set(routes)
+        """A Gymnasium-style server: `/reset` seeds, and verifying replays the episode."""
+        self.seed_path = "/reset" if self.gymnasium else "/seed_session"
         self.name = name
         self.replica = replica
         self.client = client
@@ -89,9 +105,10 @@ class Proxy:
         self.timeouts = timeouts
 
     async def seed(self, body: bytes, session: Session) -> bytes:
-        """Post the row to `/seed_session`; remember where the session lives, and its cookie."""
+        """Post the row to `/seed_session` (or `/reset`); remember where the session lives,
+        and its cookie. The server's reply (a Gymnasium server's first observation)."""
         try:
-            reply = await self.client.post("/seed_session", body, None, self.timeouts.seed, session.deadline)
+            reply = await self.client.post(self.seed_path, body, None, self.timeouts.seed, session.deadline)
         except ServerGone as exc:
             raise UpstreamFailed(
                 f"NeMo Gym server {self.name} is down ({self._why(exc)}): seed it elsewhere"
@@ -113,6 +130,14 @@ class Proxy:
 
     async def verify(self, body: bytes, session: Session) -> bytes:
         """Post the rollout to `/verify`: the reward and the server's other fields."""
+        if self.gymnasium:
+            try:
+                return await replay(
+                    self.client, body, _complete_response, self.timeouts.verify, session.deadline
+                )
+            except ServerGone as exc:
+                why = self._why(exc)
+                raise UpstreamFailed(f"NeMo Gym server {self.name} did not answer: {why}") from None
         record = await session.load(SessionRecord)
         if record is not None:
             self._check_here(record)
@@ -189,8 +214,16 @@ def _complete_response(response: dict[str, Any], params: dict[str, Any]) -> bool
 
 
 def _without_echo(body: bytes) -> bytes:
+    """The verify reply without what the server echoes; a failure it reports (NeMo Gym's
+    `judge_failed`, with the judge's error in `_ng_failure_judge_error` or `failure_reason`)
+    gets that error as its `_ng_failure_message`, the field GymBus reports failures by."""
     try:
         fields = _fields.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return body
-    return _encode({key: value for key, value in fields.items() if key not in _ECHOED})
+    reply = {key: value for key, value in fields.items() if key not in _ECHOED}
+    if FAILURE_CLASS in reply and FAILURE_MESSAGE not in reply:
+        said = next((reply[key] for key in _FAILURE_TEXTS if key in reply), None)
+        if said is not None:
+            reply[FAILURE_MESSAGE] = said
+    return _encode(reply)

@@ -1,8 +1,14 @@
-"""Finding a Python that NeMo Gym runs on (3.12 or later; GymBus itself needs 3.11).
+"""Finding a Python that the chosen NeMo Gym release runs on (GymBus itself needs 3.11).
 
-In order: `$GYMBUS_NEMO_GYM_PYTHON`; `python3.12` or `python3.13` on `PATH`, if it runs
-(a pyenv shim of a version that is not selected does not); the newest 3.12 or 3.13 that
-pyenv has installed; the Python running GymBus, if it is 3.12 or later.
+NeMo Gym 0.4.0 needs Python 3.12 or later; 0.7.0 declares `Requires-Python >=3.13.14`,
+and any 3.13 runs it (nothing in it checks the patch level): where the interpreter is an
+older 3.13, the environment's installer is told to resolve for the declared version
+(`Python.needs_override`, see `_venv`).
+
+In order: `$GYMBUS_NEMO_GYM_PYTHON`; `python3.13` or `python3.12` on `PATH`, if it runs
+(a pyenv shim of a version that is not selected does not); pyenv's installed versions;
+the Python running GymBus. Among those that fit, the first found on `PATH` wins, then the
+release's own minor version before a later one, the newest patch first.
 """
 
 from __future__ import annotations
@@ -12,36 +18,61 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from gymbus.schemas import BadRequest
 
-__all__ = ["PYTHON_VARIABLE", "find_python"]
+__all__ = ["PYTHON_VARIABLE", "Python", "find_python"]
 
 PYTHON_VARIABLE = "GYMBUS_NEMO_GYM_PYTHON"
-_WANTED = ((3, 12), (3, 13))
-_HINT = (
-    "NeMo Gym needs Python 3.12 or later: install one (`pyenv install 3.12`, `apt-get install python3.12`, "
-    f"or `uv python install 3.12`) or name one with ${PYTHON_VARIABLE}=/path/to/python3.12"
-)
+
+Version = tuple[int, int, int]
 
 
-def _version(python: str) -> tuple[int, int] | None:
-    """`python`'s (major, minor), or `None` if it does not run."""
+@dataclass(frozen=True)
+class Python:
+    """An interpreter, its version, and the version the release declares it needs."""
+
+    path: str
+    version: Version
+    wanted: Version
+
+    @property
+    def needs_override(self) -> bool:
+        """An older patch release of the right minor version: the installer must be told
+        to resolve for `wanted` (uv's `--python-version`, pip's `--ignore-requires-python`)."""
+        return self.version < self.wanted
+
+    @property
+    def wanted_text(self) -> str:
+        return ".".join(map(str, self.wanted))
+
+
+def _hint(wanted: Version) -> str:
+    minor = f"{wanted[0]}.{wanted[1]}"
+    return (
+        f"this NeMo Gym release needs Python {minor} or later: install one (`pyenv install {minor}`, "
+        f"`apt-get install python{minor}`, or `uv python install {minor}`) or name one with "
+        f"${PYTHON_VARIABLE}=/path/to/python{minor}"
+    )
+
+
+def _version(python: str) -> Version | None:
+    """`python`'s (major, minor, micro), or `None` if it does not run."""
     try:
         out = subprocess.run(
-            [python, "-c", "import sys; print(*sys.version_info[:2])"],
+            [python, "-c", "import sys; print(*sys.version_info[:3])"],
             capture_output=True, text=True, timeout=30, check=True,
         )  # fmt: skip
-        major, minor = out.stdout.split()
-        return int(major), int(minor)
+        major, minor, micro = out.stdout.split()
+        return int(major), int(minor), int(micro)
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
 
 
 def _from_pyenv() -> list[str]:
-    """pyenv's installed 3.12 and 3.13 interpreters: 3.12 first (the version NeMo Gym is
-    tested on), the newest patch release first."""
+    """pyenv's installed CPython 3.12 and 3.13 interpreters."""
     pyenv = shutil.which("pyenv")
     if pyenv is None:
         return []
@@ -51,36 +82,42 @@ def _from_pyenv() -> list[str]:
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return []
-    versions = Path(root, "versions")
-    found = [
-        path / "bin" / "python"
-        for path in versions.glob("3.1[23].*")
+    return [
+        str(path / "bin" / "python")
+        for path in Path(root, "versions").glob("3.1[23].*")
         if path.name.replace(".", "").isdigit() and (path / "bin" / "python").exists()
     ]
 
-    def preference(python: Path) -> tuple[int, int]:
-        _, minor, patch = (int(n) for n in python.parent.parent.name.split("."))
-        return (minor, -patch)
 
-    return [str(path) for path in sorted(found, key=preference)]
+def _fits(version: Version | None, wanted: Version) -> bool:
+    """Whether an interpreter runs the release: its minor version, any patch (see module)."""
+    return version is not None and version[:2] >= wanted[:2]
 
 
 @functools.cache
-def find_python() -> str:
-    """A Python 3.12+ to build NeMo Gym's environments with; `BadRequest` saying how to get
-    one. Looked for once per process."""
+def find_python(wanted: Version) -> Python:
+    """A Python to build environments of a release that declares `wanted`; `BadRequest`
+    saying how to get one. Looked for once per process."""
     named = os.environ.get(PYTHON_VARIABLE)
     if named:
         version = _version(named)
-        if version is None or version < _WANTED[0]:
-            what = "does not run" if version is None else f"is Python {version[0]}.{version[1]}"
-            raise BadRequest(f"${PYTHON_VARIABLE}={named} {what}. {_HINT}")
-        return named
-    candidates = [found for name in ("python3.12", "python3.13") if (found := shutil.which(name))]
-    candidates += _from_pyenv()
-    candidates.append(sys.executable)
-    for python in candidates:
+        if not _fits(version, wanted):
+            what = "does not run" if version is None else f"is Python {'.'.join(map(str, version))}"
+            raise BadRequest(f"${PYTHON_VARIABLE}={named} {what}; {_hint(wanted)}")
+        assert version is not None
+        return Python(named, version, wanted)
+    on_path = [found for name in ("python3.13", "python3.12") if (found := shutil.which(name))]
+    others = [*_from_pyenv(), sys.executable]
+    fitting = []
+    for python in [*on_path, *others]:
         version = _version(python)
-        if version is not None and version >= _WANTED[0]:
-            return python
-    raise BadRequest(_HINT)
+        if version is not None and _fits(version, wanted):
+            fitting.append(Python(python, version, wanted))
+    if not fitting:
+        raise BadRequest(_hint(wanted))
+
+    def preference(found: Python) -> tuple[bool, int, int]:
+        minor, patch = found.version[1], found.version[2]
+        return (found.path not in on_path, minor - wanted[1], -patch)
+
+    return min(fitting, key=preference)

@@ -1,19 +1,23 @@
 """The virtual environment a NeMo Gym server runs in: built once, then reused.
 
-NeMo Gym pins `openai<=2.7.2` and needs Python 3.12+, so its servers cannot share
-GymBus's environment. Each server gets one built from its `requirements.txt` (or its
-`pyproject.toml` dependencies), where the line naming NeMo Gym itself (`-e nemo-gym[dev] @
-../../`, a path to the Gym checkout) becomes the pinned release, `nemo-gym==NEMO_GYM_VERSION`
-(without its `dev` extra, which only its own tests use). Servers whose requirements are
-the same share one environment: most need nothing beyond NeMo Gym.
+NeMo Gym pins its own `openai` and needs a newer Python than GymBus, so its servers cannot
+share GymBus's environment. Each server (and each agent) gets one built from its
+`requirements.txt` (or its `pyproject.toml` dependencies), where the line naming NeMo Gym
+itself (`-e nemo-gym[dev] @ ../../`, a path to the Gym checkout) becomes the chosen release,
+`nemo-gym==<version>` with the line's extras but `dev` (which only its own tests use), and
+a `pyproject.toml`'s `[tool.uv.sources]` git sources become `name @ git+URL` requirements,
+as uv would install them in NeMo Gym's checkout. Servers whose requirements are the same
+share one environment: most need nothing beyond NeMo Gym.
 
+The release is `$GYMBUS_NEMO_GYM_VERSION`: 0.7.0 by default, or 0.4.0 (`RELEASES`).
 Environments live under `$GYMBUS_NEMO_GYM_HOME` (default `~/.cache/gymbus/nemo-gym`), in
-`venvs/<key>`, the key a hash of the Python version, the NeMo Gym version and the
-requirements. One is used only once its build has finished (a marker written last), so
-a failed or interrupted build is rebuilt, never reused; a file lock keeps two worker
-processes from building the same one at once. The build's output goes to
-`venvs/<key>.log`. With `uv` installed (GymBus's `nemo-gym` extra) a build takes seconds
-and shares files with uv's cache; without it, `python -m venv` and pip take minutes.
+`venvs/<key>`, the key a hash of the Python version and the requirements (the release
+among them), so both releases' environments live side by side. One is used only once its
+build has finished (a marker written last), so a failed or interrupted build is rebuilt,
+never reused; a file lock keeps two worker processes from building the same one at once.
+The build's output goes to `venvs/<key>.log`. With `uv` installed (GymBus's `nemo-gym`
+extra) a build takes seconds and shares files with uv's cache; without it, `python -m venv`
+and pip take minutes.
 """
 
 from __future__ import annotations
@@ -27,20 +31,58 @@ import re
 import shutil
 import subprocess
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from gymbus.schemas import DEFAULT_TIMEOUTS, UpstreamFailed
+from gymbus.schemas import DEFAULT_TIMEOUTS, BadRequest, UpstreamFailed
 
-from ._python import find_python
+from ._python import Python, find_python
 
-__all__ = ["HOME_VARIABLE", "NEMO_GYM_VERSION", "VirtualEnv", "home", "requirements_of", "virtual_env"]
+__all__ = [
+    "HOME_VARIABLE",
+    "NEMO_GYM_VERSION",
+    "RELEASES",
+    "VERSION_VARIABLE",
+    "Release",
+    "VirtualEnv",
+    "home",
+    "release",
+    "requirements_of",
+    "tool_path",
+    "virtual_env",
+]
 
-NEMO_GYM_VERSION = "0.4.0"
-"""The NeMo Gym release the bridge is written and tested against (it uses NeMo Gym's
-internal interfaces to start a server without its head server)."""
+
+@dataclass(frozen=True)
+class Release:
+    """A NeMo Gym release the bridge is written and tested against (it starts servers
+    through NeMo Gym's own interfaces, which change between releases)."""
+
+    version: str
+    python: tuple[int, int, int]
+    """The Python its package declares it needs (`Requires-Python`)."""
+
+
+RELEASES = {one.version: one for one in (Release("0.7.0", (3, 13, 14)), Release("0.4.0", (3, 12, 0)))}
+NEMO_GYM_VERSION = "0.7.0"
+"""The release used unless `$GYMBUS_NEMO_GYM_VERSION` names another of `RELEASES`."""
+VERSION_VARIABLE = "GYMBUS_NEMO_GYM_VERSION"
 HOME_VARIABLE = "GYMBUS_NEMO_GYM_HOME"
 _MARKER = ".gymbus-complete"
-_NEMO_GYM = re.compile(r"^nemo[-_]gym\b", re.IGNORECASE)
+_NEMO_GYM = re.compile(r"^nemo[-_]gym\s*(\[(?P<extras>[^\]]*)\])?", re.IGNORECASE)
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def release() -> Release:
+    """The release `$GYMBUS_NEMO_GYM_VERSION` names (0.7.0 if unset); `BadRequest` for
+    one the bridge does not know."""
+    named = os.environ.get(VERSION_VARIABLE, "").strip() or NEMO_GYM_VERSION
+    if named not in RELEASES:
+        raise BadRequest(
+            f"${VERSION_VARIABLE}={named}: the NeMo Gym bridge runs releases {', '.join(RELEASES)}"
+        )
+    return RELEASES[named]
 
 
 def home() -> Path:
@@ -52,26 +94,33 @@ def home() -> Path:
     return Path(cache) / "gymbus" / "nemo-gym"
 
 
-def pinned() -> str:
-    return f"nemo-gym=={NEMO_GYM_VERSION}"
+def pinned(extras: frozenset[str] = frozenset()) -> str:
+    """The requirement naming the chosen release, with `extras` (`sandbox`, say)."""
+    wanted = ",".join(sorted(extras - {"dev"}))
+    return f"nemo-gym{f'[{wanted}]' if wanted else ''}=={release().version}"
 
 
 def requirements_of(server_dir: Path | None) -> list[str]:
     """What a server's environment needs: NeMo Gym, pinned, and its own requirements."""
     lines: list[str] = []
+    sources: dict[str, str] = {}
     if server_dir is not None and (server_dir / "requirements.txt").exists():
         text = (server_dir / "requirements.txt").read_text()
         lines = [line.split(" #")[0].strip() for line in text.splitlines()]
     elif server_dir is not None and (server_dir / "pyproject.toml").exists():
-        project = tomllib.loads((server_dir / "pyproject.toml").read_text()).get("project", {})
-        lines = list(project.get("dependencies", []))
-    wanted = [pinned()]
+        document = tomllib.loads((server_dir / "pyproject.toml").read_text())
+        lines = list(document.get("project", {}).get("dependencies", []))
+        sources = _git_sources(document)
+    extras: set[str] = set()
+    wanted: list[str] = []
     for line in lines:
         if not line or line.startswith("#"):
             continue
-        if not _is_nemo_gym(line):
-            wanted.append(line)
-    return wanted
+        if _is_nemo_gym(line):
+            extras |= _extras(line)
+        else:
+            wanted.append(sources.get(_name(line), line))
+    return [pinned(frozenset(extras)), *wanted]
 
 
 def _is_nemo_gym(line: str) -> bool:
@@ -79,6 +128,38 @@ def _is_nemo_gym(line: str) -> bool:
     as the Gym checkout two levels up (`-e ../../`), where NeMo Gym's servers sit."""
     spec = line.removeprefix("-e").strip()
     return bool(_NEMO_GYM.match(spec)) or spec.rstrip("/") == "../.."
+
+
+def _extras(line: str) -> set[str]:
+    found = _NEMO_GYM.match(line.removeprefix("-e").strip())
+    extras = found["extras"] if found is not None and found["extras"] else ""
+    return {extra.strip() for extra in extras.split(",") if extra.strip()}
+
+
+def _name(requirement: str) -> str:
+    found = _NAME.match(requirement.strip())
+    return found[0].lower().replace("_", "-") if found else ""
+
+
+def _git_sources(document: dict[str, Any]) -> dict[str, str]:
+    """`[tool.uv.sources]` entries that name a git repository, as `name @ git+URL[@ref]`."""
+    sources = document.get("tool", {}).get("uv", {}).get("sources", {})
+    found = {}
+    for name, source in sources.items():
+        if isinstance(source, dict) and isinstance(source.get("git"), str):
+            ref = source.get("rev") or source.get("tag") or source.get("branch")
+            at = f"@{ref}" if ref else ""
+            found[_name(name)] = f"{name} @ git+{source['git']}{at}"
+    return found
+
+
+def tool_path() -> str:
+    """`PATH` for a server process: the caller's, with the directory of the `uv` that built
+    the environments first (NeMo Gym runs its servers with uv at hand; some build
+    environments of their own with it)."""
+    current = os.environ.get("PATH", "")
+    uv = _uv()
+    return current if uv is None else os.pathsep.join([str(Path(uv).parent), current])
 
 
 class VirtualEnv:
@@ -128,26 +209,33 @@ def _uv() -> str | None:
         return None
 
 
-def _build_commands(python: str, venv: Path, requirements: Path) -> list[list[str]]:
+def _build_commands(python: Python, venv: Path, requirements: Path) -> list[list[str]]:
+    """The commands that build `venv`. On an older patch release than the package declares
+    (`Python.needs_override`) the installer resolves for the declared one: uv's
+    `--python-version` is "the Python the requirements must support", pip's
+    `--ignore-requires-python` skips the check (and takes minutes more)."""
     uv = _uv()
+    target = str(venv / "bin" / "python")
     if uv is not None:
+        override = ["--python-version", python.wanted_text] if python.needs_override else []
         return [
-            [uv, "venv", "--quiet", "--python", python, str(venv)],
-            [uv, "pip", "install", "--python", str(venv / "bin" / "python"), "-r", str(requirements)],
+            [uv, "venv", "--quiet", "--python", python.path, str(venv)],
+            [uv, "pip", "install", "--python", target, *override, "-r", str(requirements)],
         ]
+    override = ["--ignore-requires-python"] if python.needs_override else []
     return [
-        [python, "-m", "venv", str(venv)],
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-r", str(requirements)],
+        [python.path, "-m", "venv", str(venv)],
+        [target, "-m", "pip", "install", "-q", *override, "-r", str(requirements)],
     ]
 
 
 def virtual_env(requirements: list[str], what: str, cwd: Path | None = None) -> VirtualEnv:
     """The environment with `requirements`, built now if it is not yet (`what` names the
     server in errors). `UpstreamFailed` naming the build log if the build fails."""
-    python = find_python()
+    python = find_python(release().python)
     venvs = home() / "venvs"
     venvs.mkdir(parents=True, exist_ok=True)
-    env = VirtualEnv(venvs / _key(python, requirements))
+    env = VirtualEnv(venvs / _key(python.path, requirements))
     if env.ready:
         return env
     with open(env.path.with_suffix(".lock"), "w") as lock:
@@ -157,12 +245,12 @@ def virtual_env(requirements: list[str], what: str, cwd: Path | None = None) -> 
     return env
 
 
-def _build(env: VirtualEnv, python: str, requirements: list[str], what: str, cwd: Path | None) -> None:
+def _build(env: VirtualEnv, python: Python, requirements: list[str], what: str, cwd: Path | None) -> None:
     shutil.rmtree(env.path, ignore_errors=True)  # what an interrupted build left
     listed = env.path.with_suffix(".txt")
     listed.write_text("\n".join(requirements) + "\n")
     with open(env.log, "w") as log:
-        log.write(f"building {env.path} for {what} with {python}\n{listed.read_text()}\n")
+        log.write(f"building {env.path} for {what} with {python.path}\n{listed.read_text()}\n")
         log.flush()
         for command in _build_commands(python, env.path, listed):
             try:

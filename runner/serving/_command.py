@@ -32,7 +32,11 @@ def serve_command(
     functions: Annotated[list[str], typer.Argument(help="Functions to serve: environments, agents, models.")],
     replicas: Annotated[int, typer.Option(help="Worker processes; they share each subject.", min=1)] = 1,
     served_model: Annotated[
-        str, typer.Option(help="Model name agents call; a model function serves it.")
+        str,
+        typer.Option(
+            help="Model name agents call; a model function serves it. Several, comma-separated, serve it "
+            "under each (`policy,judge_model`: it judges for NeMo Gym servers that name their judge so)."
+        ),
     ] = "policy",
     model_url: ModelUrl = None,
     model: ModelName = None,
@@ -54,16 +58,14 @@ def serve_command(
     Connects to NATS_URL; with none set, starts an embedded nats-server and prints its URL.
 
     `nemo-gym:<server>` hosts a NeMo Gym resources server unchanged (`<server>` of the
-    nemo-gym 0.4.0 package, `<server>/<config>`, or the path of your own server's
-    directory): in its own virtual environment (built once; needs Python 3.12+), started on
-    a loopback port, served as the environment `<server>` with the simple agents its
-    config declares. Works: servers whose tools and verify run locally (about 33 of the
-    package's 95; 20 re-verify NeMo Gym's own example rollouts with its stored rewards);
-    their judges are GymBus models (`policy`, or the name the config gives). Need keys:
-    web search and servers with their own hosted judge endpoint (about 20). Need containers,
-    sandbox services or GPUs (10). Driven by agents GymBus does not run (gymnasium,
-    tool-simulation, ...: 19). Some download data at start-up (they need the internet).
-    See docs/nemo-gym.md.
+    nemo-gym package, 0.7.0 or GYMBUS_NEMO_GYM_VERSION=0.4.0, `<server>/<config>`, or the path
+    of your own server's directory): in its own virtual environment (built once; needs
+    Python 3.13), started on a loopback port, served as the environment `<server>` with the
+    agents its config declares: simple agents run by GymBus's, others (gymnasium_agent,
+    tool_simulation_agent, ...) by NeMo Gym's own agent server, unchanged. Their judges and
+    policy are models on the bus (`policy`, or the name the config gives: serve one under it
+    with --served-model policy,judge_model). Which of the package's servers work, measured by
+    scripts/nemo_gym_census.py: see docs/nemo-gym.md.
 
     Examples:
 
@@ -141,9 +143,11 @@ def nemo_gym_install_command(
         list[str], typer.Argument(help="Servers: `<server>`, `<server>/<config>` or a server directory.")
     ],
 ) -> None:
-    """Build (or find already built) the virtual environment of each NeMo Gym server, so
-    `serve nemo-gym:<server>` starts at once. Needs Python 3.12+ (GYMBUS_NEMO_GYM_PYTHON names
-    one); environments go to GYMBUS_NEMO_GYM_HOME (default ~/.cache/gymbus/nemo-gym).
+    """Build (or find already built) the virtual environment of each NeMo Gym server and of
+    the NeMo Gym agents its config declares, so `serve nemo-gym:<server>` starts at once. The
+    release is GYMBUS_NEMO_GYM_VERSION (0.7.0, or 0.4.0); it needs Python 3.13 (0.4.0: 3.12+;
+    GYMBUS_NEMO_GYM_PYTHON names one); environments go to GYMBUS_NEMO_GYM_HOME (default
+    ~/.cache/gymbus/nemo-gym).
 
     Example:
 

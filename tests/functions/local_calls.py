@@ -36,9 +36,10 @@ class LocalCalls:
         self.policy = policy
         self.others = others or {}
 
-    async def seed(self, row: bytes) -> None:
+    async def seed(self, row: bytes) -> bytes:
         if self.env.seed is not None:
             await self.env.seed(bus.decode(row, self.env.seed_request), self.session)
+        return b"{}"
 
     async def model(self, params: ResponsesCreateParams, model: str | None = None) -> Response:
         return await self.others.get(model or "", self.policy)(params)

@@ -71,8 +71,8 @@ class FakeCalls:
     verified: list[dict[str, Any]] = field(default_factory=list)
     user_fails: bool = False
 
-    async def seed(self, row: bytes) -> None:
-        pass
+    async def seed(self, row: bytes) -> bytes:
+        return b"{}"
 
     async def model(self, params: ResponsesCreateParams, model: str | None = None) -> Response:
         if model == USER_SIMULATOR:

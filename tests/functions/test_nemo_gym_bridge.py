@@ -10,11 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from gymbus.functions.nemo_gym import NEMO_GYM_VERSION, PYTHON_VARIABLE, find_python, requirements_of
-from gymbus.functions.nemo_gym._config import global_config, read_config, settings_of
+from gymbus.functions.nemo_gym import (
+    NEMO_GYM_VERSION,
+    PYTHON_VARIABLE,
+    RELEASES,
+    VERSION_VARIABLE,
+    find_python,
+    release,
+    requirements_of,
+)
+from gymbus.functions.nemo_gym._config import agent_config, global_config, read_config, settings_of
 from gymbus.functions.nemo_gym._hosted import _tools
 from gymbus.functions.nemo_gym._http import unprocessable
 from gymbus.functions.nemo_gym._proxy import _completed, _without_echo
+from gymbus.functions.nemo_gym._python import Python
+from gymbus.functions.nemo_gym._venv import _build_commands
 from gymbus.schemas import BadRequest
 
 PIN = f"nemo-gym=={NEMO_GYM_VERSION}"
@@ -71,6 +81,7 @@ def test_a_config_names_the_server_its_simple_agents_and_the_models_it_calls(tmp
     ]
     assert config.models == ("policy_model", "strict_judge")
     started_with = global_config(config, config.block, {"policy_model": 4001, "strict_judge": 4002})
+    assert started_with["policy_base_url"] == "http://127.0.0.1:4001/v1"
     judge = started_with["strict_judge"]["responses_api_models"]["openai_model"]
     assert (judge["host"], judge["port"]) == ("127.0.0.1", 4002)
     assert started_with["judged_server"]["resources_servers"]["judged"]["domain"] == "math"
@@ -103,7 +114,8 @@ def test_a_catch_all_route_offers_the_tools_its_example_rows_name(tmp_path: Path
     ]
     (directory / "data" / "example.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     assert _tools(["/{path}"], directory) == ("add", "sin")
-    assert _tools(["/lookup", "/mcp"], directory) == ("lookup",)
+    assert _tools(["/lookup", "/mcp", "/seed_session", "/verify", "/close_session"], directory) == ("lookup",)
+    assert _tools(["/reset", "/step", "/close", "/aggregate_metrics"], directory) == ("close", "step")
 
 
 def test_a_422_names_each_field_the_server_refused() -> None:
@@ -149,18 +161,100 @@ def test_the_verify_reply_leaves_out_what_the_server_echoes() -> None:
     assert json.loads(_without_echo(json.dumps(reply).encode())) == {"reward": 0.5, "extracted_answer": "C"}
 
 
-def test_a_named_python_older_than_312_is_refused_saying_what_is_needed(
+def test_a_judge_failure_the_server_reports_carries_the_judges_error_as_its_message() -> None:
+    reply = {"reward": 0.0, "_ng_failure_class": "judge_failed", "failure_reason": "judge said nothing",
+             "_ng_failure_judge_error": "no model serves `judge_model`"}  # fmt: skip
+    said = json.loads(_without_echo(json.dumps(reply).encode()))
+    assert said["_ng_failure_message"] == "no model serves `judge_model`"
+
+
+def test_a_named_python_older_than_the_release_needs_is_refused_saying_what_is_needed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    find_python.cache_clear()
     monkeypatch.setenv(PYTHON_VARIABLE, sys.executable)
-    try:
-        if sys.version_info >= (3, 12):
-            assert find_python() == sys.executable
-        else:
-            with pytest.raises(
-                BadRequest, match=rf"\${PYTHON_VARIABLE}=.* is Python 3\.11.*needs Python 3\.12"
-            ):
-                find_python()
-    finally:
+    for wanted in ((3, 12, 0), (3, 13, 14)):
         find_python.cache_clear()
+        try:
+            if sys.version_info[:2] >= wanted[:2]:
+                assert find_python(wanted).path == sys.executable
+            else:
+                minor = rf"{wanted[0]}\.{wanted[1]}"
+                with pytest.raises(BadRequest, match=rf"\${PYTHON_VARIABLE}=.* is Python 3\.11.*needs Python {minor}"):
+                    find_python(wanted)
+        finally:
+            find_python.cache_clear()
+
+
+def test_the_release_is_a_setting_and_an_unknown_one_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(VERSION_VARIABLE, raising=False)
+    assert release().version == NEMO_GYM_VERSION == "0.7.0"
+    monkeypatch.setenv(VERSION_VARIABLE, "0.4.0")
+    assert release() == RELEASES["0.4.0"] and requirements_of(None) == ["nemo-gym==0.4.0"]
+    monkeypatch.setenv(VERSION_VARIABLE, "0.5.1")
+    with pytest.raises(BadRequest, match=r"GYMBUS_NEMO_GYM_VERSION=0\.5\.1.*runs releases 0\.7\.0, 0\.4\.0"):
+        release()
+
+
+def test_an_older_patch_release_installs_resolving_for_the_one_the_release_declares(tmp_path: Path) -> None:
+    older = Python("/usr/bin/python3.13", (3, 13, 0), (3, 13, 14))
+    install = _build_commands(older, tmp_path / "venv", tmp_path / "r.txt")[-1]
+    if "uv" in Path(install[0]).name:
+        assert install[install.index("--python-version") + 1] == "3.13.14"
+    else:
+        assert "--ignore-requires-python" in install
+    recent = Python("/usr/bin/python3.13", (3, 13, 15), (3, 13, 14))
+    assert not recent.needs_override
+    install = _build_commands(recent, tmp_path / "venv", tmp_path / "r.txt")[-1]
+    assert "--python-version" not in install and "--ignore-requires-python" not in install
+
+
+def test_nemo_gyms_extras_but_dev_are_kept_and_git_sources_become_git_requirements(tmp_path: Path) -> None:
+    assert requirements_of(server(tmp_path, "-e nemo-gym[dev,sandbox] @ ../..\nboto3\n")) == [
+        PIN.replace("nemo-gym==", "nemo-gym[sandbox]=="),
+        "boto3",
+    ]
+    directory = tmp_path / "pyproject_server"
+    directory.mkdir()
+    (directory / "pyproject.toml").write_text(
+        '[project]\nname = "x"\ndependencies = ["nemo-gym[dev]", "human-eval-infilling", "numpy"]\n'
+        "[tool.uv.sources]\n"
+        'nemo-gym = { path = "../..", editable = true }\n'
+        'human-eval-infilling = { git = "https://example.org/h.git", rev = "abc" }\n'
+    )
+    assert requirements_of(directory) == [
+        PIN,
+        "human-eval-infilling @ git+https://example.org/h.git@abc",
+        "numpy",
+    ]
+
+
+TWO_SERVERS = """
+bench_resources_server:
+  resources_servers:
+    judged: {entrypoint: app.py, is_golden: false}
+bench_golden_resources_server:
+  resources_servers:
+    judged: {entrypoint: app.py, is_golden: true}
+"""
+
+
+def test_of_two_instances_of_the_server_the_agents_one_or_the_first_is_served(tmp_path: Path) -> None:
+    assert read_config(server(tmp_path / "a", config=TWO_SERVERS)).instance == "bench_resources_server"
+    driven = TWO_SERVERS + (
+        "golden_agent:\n  responses_api_agents:\n    simple_agent:\n"
+        "      resources_server: {type: resources_servers, name: bench_golden_resources_server}\n"
+    )
+    assert read_config(server(tmp_path / "b", config=driven)).instance == "bench_golden_resources_server"
+
+
+def test_an_agent_starts_with_its_resources_server_and_models_at_the_shims(tmp_path: Path) -> None:
+    config = read_config(server(tmp_path))
+    game = next(agent for agent in config.agents if agent.kind == "gymnasium_agent")
+    assert game.models == ()
+    simple = next(agent for agent in config.agents if agent.kind == "simple_agent")
+    assert simple.models == ("policy_model",)
+    started_with = agent_config(config, simple, {"policy_model": 4001, "strict_judge": 4002}, 4100)
+    assert started_with["judged_server"]["resources_servers"]["judged"]["port"] == 4100
+    assert started_with["policy_base_url"] == "http://127.0.0.1:4001/v1"
+    block = started_with["judged_simple_agent"]["responses_api_agents"]["simple_agent"]
+    assert block["max_steps"] == 3 and block["model_server"]["name"] == "policy_model"

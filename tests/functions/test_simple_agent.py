@@ -45,8 +45,9 @@ class FakeCalls:
     tool_calls: list[tuple[str, str]] = field(default_factory=list)
     model_calls: int = 0
 
-    async def seed(self, row: bytes) -> None:
+    async def seed(self, row: bytes) -> bytes:
         self.seeded.append(row)
+        return b"{}"
 
     async def model(self, params: ResponsesCreateParams, model: str | None = None) -> Response:
         self.model_calls += 1

@@ -1,8 +1,9 @@
 """NeMo Gym's own resources servers, hosted unchanged on the bus (`serve nemo-gym:<server>`).
 
-Real NeMo Gym 0.4.0 servers in their own virtual environments (`sh scripts/install-nemo-gym.sh`
-builds them; without Python 3.12 they are skipped, except in CI, where that is a failure),
-a real nats-server, real worker processes.
+Real NeMo Gym servers (the default release, 0.7.0) in their own virtual environments
+(`sh scripts/install-nemo-gym.sh` builds them; without Python 3.13 they are skipped, except
+in CI, where that is a failure), a real nats-server, real worker processes. Their agents:
+tests/integration/test_nemo_gym_agents.py.
 """
 
 from __future__ import annotations
@@ -47,12 +48,17 @@ from gymbus.schemas import (
 pytestmark = pytest.mark.timeout(900)
 
 LIST = Path(__file__).with_name("nemo_gym_servers.txt")
-ROLES = [line.split() for line in LIST.read_text().splitlines() if line.strip() and not line.startswith("#")]
+LINES = [line.split() for line in LIST.read_text().splitlines() if line.strip() and not line.startswith("#")]
+ROLES = [(server, agent, role) for server, agent, role, *_ in LINES]
+ALSO_ON = {server: [extra.removeprefix("also:") for extra in more] for server, _, _, *more in LINES}
+"""Other releases each server is tested on too."""
 SERVERS = {server: agent for server, agent, _ in ROLES}
 REVERIFIED = {server: agent for server, agent, role in ROLES if role == "reverify"}
+REGRADED = {server: agent for server, agent, role in ROLES if role == "regraded"}
 STATEFUL = next(server for server, _, role in ROLES if role == "stateful")
 """Keeps its state in the server process: re-verified in a fresh session it gives 0."""
 JUDGED = next(server for server, _, role in ROLES if role == "judge")
+CHAT_JUDGED = next(server for server, _, role in ROLES if role == "chat-judge")
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +120,7 @@ def launched_servers(worker: subprocess.Popen[bytes]) -> list[psutil.Process]:
 async def test_nemo_gyms_example_rollouts_reverify_with_their_stored_rewards(
     servers: dict[str, Path], cluster: Cluster, tmp_path: Path
 ) -> None:
-    hosted = [*REVERIFIED, STATEFUL]
+    hosted = [*REVERIFIED, *REGRADED, STATEFUL]
     worker = start_worker(cluster, *(f"nemo-gym:{server}" for server in hosted), log="worker.log")
     assert len(launched_servers(worker)) == len(hosted)
     agreed = {}
@@ -140,6 +146,18 @@ async def test_nemo_gyms_example_rollouts_reverify_with_their_stored_rewards(
         assert rescored == pytest.approx(stored), server
         agreed[server] = report.agreed
     assert len(agreed) >= 10 and all(count == 5 for count in agreed.values()), agreed
+
+    # A verifier that reads more answers now than when NeMo Gym stored its rollouts: every
+    # stored 1 is still 1; a stored 0 may have become 1 (mcqa: `\boxed{C: <option>}`).
+    for server, agent in REGRADED.items():
+        data = servers[server] / "data"
+        options = VerifyOptions(
+            input=data / "example_rollouts.jsonl", inputs=data / "example.jsonl", agent=agent,
+            output=tmp_path / f"{server}.jsonl", nats_url=cluster.url,
+        )  # fmt: skip
+        report = await verify_rollouts(options, quiet())
+        assert report.failures == [] and report.rows == 5 and report.agreed >= 3, server
+        assert all((d.stored, d.new) == (0.0, 1.0) for d in report.disagreements), report.disagreements
 
     # A stateful server's rollout verified in a fresh session: NeMo Gym's own answer, 0.0
     # (its counter is not in the new session), never its state silently borrowed.
@@ -252,16 +270,16 @@ def _lines(path: Path) -> int:
 
 
 class RecordingJudge:
-    """A judge served as `policy` that records what it is asked and finds the answers equal."""
+    """A judge that records what it is asked and gives one verdict (by default: the
+    answers are equal)."""
 
-    def __init__(self) -> None:
+    def __init__(self, verdict: str = "Both answers are the same value. [[A=B]]") -> None:
+        self.verdict = verdict
         self.prompts: list[str] = []
 
     async def __call__(self, params: ResponsesCreateParams) -> Response:
         self.prompts.append("\n".join(item_text(item) for item in input_items(params)))
-        text = ContentPart(
-            type="output_text", text="Both answers are the same value. [[A=B]]", annotations=[]
-        )
+        text = ContentPart(type="output_text", text=self.verdict, annotations=[])
         verdict = Item(type="message", id="msg_judge", status="completed", role="assistant", content=[text])
         return Response(id="resp_judge", created_at=time.time(), model="judge", output=[verdict])
 
@@ -295,7 +313,64 @@ async def test_a_servers_judge_calls_reach_the_model_served_on_the_bus(
     row = json.loads(options.output.read_text())
     assert row["library_reward"] == 0.0 and row["reward"] == 1.0  # the judge's verdict decided
     assert len(judge.prompts) == len(row["judge_evaluations"]) == 2
-    assert all("333" in prompt and "83/499" in prompt for prompt in judge.prompts)
+    # Both answers in each prompt (0.4.0 shows the extracted `83/499`, 0.7.0 the boxed `\frac{83}{499}`).
+    assert all(all(number in prompt for number in ("333", "1997", "83", "499")) for prompt in judge.prompts)
+
+
+async def test_a_verify_whose_judge_nobody_serves_fails_at_once_naming_it(
+    servers: dict[str, Path], cluster: Cluster, tmp_path: Path
+) -> None:
+    settings = {"should_use_judge": True, "judge_model_server": {"type": "responses_api_models", "name": "judge_model"}}
+    start_worker(cluster, f"nemo-gym:{JUDGED}", log="judged.log", GYMBUS_MATH_WITH_JUDGE=json.dumps(settings))
+    data = servers[JUDGED] / "data"
+    # The first stored rollout is wrong for math-verify, so the server asks its judge.
+    (tmp_path / "first.jsonl").write_text(data.joinpath("example_rollouts.jsonl").read_text().splitlines()[0] + "\n")
+
+    def options(name: str) -> VerifyOptions:
+        return VerifyOptions(input=tmp_path / "first.jsonl", inputs=data / "example.jsonl", agent=SERVERS[JUDGED],
+                             output=tmp_path / f"{name}.jsonl", nats_url=cluster.url)  # fmt: skip
+
+    began = time.monotonic()
+    report = await verify_rollouts(options("unserved"), quiet())
+    # At once: not after the bus's minute of retries for a model that may yet come up.
+    assert time.monotonic() - began < 20
+    assert (report.rows, report.failed) == (1, 1)
+    failure = json.loads(tmp_path.joinpath("unserved_failures.jsonl").read_text())
+    assert failure["_ng_failure_class"] == "judge_failed"
+    assert "no model serves `judge_model`" in failure["_ng_failure_message"]
+
+    # Served under that name too (one flag), the policy judges.
+    start_worker(cluster, "offline", "--served-model", "policy,judge_model", log="judge.log")
+    report = await verify_rollouts(options("served"), quiet())
+    assert (report.rows, report.failed) == (1, 0)
+    assert json.loads(tmp_path.joinpath("served.jsonl").read_text())["judge_evaluations"]  # it was asked
+
+
+async def test_a_server_that_judges_with_chat_completions_at_the_policy_url_gets_its_verdicts(
+    servers: dict[str, Path], cluster: Cluster, tmp_path: Path
+) -> None:
+    # verifif's config reaches its judge as `${policy_base_url}`, with Chat Completions.
+    judge = RecordingJudge("The response follows the instruction. [[YES]]")
+    nc = await bus.connect(cluster.url, name="judge")
+    host = bus.ServiceHost(nc)
+    await host.add(bus.model_service("judge", "policy", judge))
+    try:
+        start_worker(cluster, f"nemo-gym:{CHAT_JUDGED}", log="chat.log")
+        data = servers[CHAT_JUDGED] / "data"
+        (tmp_path / "first.jsonl").write_text(data.joinpath("example_rollouts.jsonl").read_text().splitlines()[0] + "\n")
+        options = VerifyOptions(
+            input=tmp_path / "first.jsonl", inputs=data / "example.jsonl", agent=SERVERS[CHAT_JUDGED],
+            output=tmp_path / "judged.jsonl", nats_url=cluster.url,
+        )  # fmt: skip
+        report = await verify_rollouts(options, quiet())
+    finally:
+        await host.stop()
+        await nc.close()
+    assert (report.rows, report.failed) == (1, 0)
+    row = json.loads(options.output.read_text())
+    judged = [result for result in row["validation_results"] if "llm_judge" in json.dumps(result)]
+    assert judge.prompts and len(judge.prompts) == len(judged)
+    assert not any("Judge unavailable" in json.dumps(result) for result in row["validation_results"])
 
 
 # --- a user's own server directory, and calls that must fail loudly ---

@@ -1,14 +1,17 @@
 """A hosted NeMo Gym server on a bus locked by `gym-runner secure init --nemo-gym`: its role
 (`nemo-gym-<server>`) lets the worker serve the server's environment and the agents its
-config declares, forward calls to the replica holding their session, and nothing else.
+config declares (GymBus's simple agent, or NeMo Gym's own agent process behind its shims),
+forward calls to the replica holding their session, send and read bodies too big for one
+message by claim check, and nothing else.
 
-Real NeMo Gym 0.4.0 servers in their own virtual environments (`sh scripts/install-nemo-gym.sh`
+Real NeMo Gym servers (the default release) in their own virtual environments (`sh scripts/install-nemo-gym.sh`
 builds them; without them the test is skipped, except in CI, where that is a failure).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -29,12 +32,17 @@ pytestmark = pytest.mark.timeout(600)
 SERVER = "example_session_state_mgmt"  # keeps sessions in its process: calls are forwarded
 AGENT = f"{SERVER}_simple_agent"
 ROLE = f"nemo-gym-{SERVER}"
+GYMNASIUM = "example_multi_turn_gymnasium"  # driven by NeMo Gym's own gymnasium_agent
+GYMNASIUM_AGENT = f"{GYMNASIUM}_agent"
+BIG_ROWS = 3
+"""Rows of about 10 MB (over the 8 MB message limit): each goes by claim check."""
 
 
 @pytest.fixture(scope="module")
 def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NatsServers, SecureLayout, Path]]:
     try:
-        prepare(SERVER)
+        for server in (SERVER, GYMNASIUM):
+            prepare(server)
         directory = locate(SERVER)[0]
     except schemas.GymError as exc:
         message = f"NeMo Gym servers unavailable (`sh scripts/install-nemo-gym.sh`): {exc}"
@@ -42,7 +50,8 @@ def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NatsServe
             pytest.fail(f"{message} (in CI this is a failure, not a skip)")
         pytest.skip(message)
     work = tmp_path_factory.mktemp("nemo-locked")
-    layout = secure_init(work / "secrets", [], [], [], nemo_gym=[f"nemo-gym:{SERVER}"])
+    hosted = [f"nemo-gym:{SERVER}", f"nemo-gym:{GYMNASIUM}"]
+    layout = secure_init(work / "secrets", [], [], [], nemo_gym=hosted)
     authorization = layout.config.read_text().split("authorization", 1)[1]
     with NatsServers(work, size=1, extra="authorization" + authorization) as servers:
         yield servers, layout, directory
@@ -71,7 +80,7 @@ def test_secure_init_names_the_servers_role_with_its_agents_and_models(
     locked: tuple[NatsServers, SecureLayout, Path],
 ) -> None:
     _, layout, _ = locked
-    assert {ROLE, "model-policy", "runner", "admin"} <= set(layout.credentials)
+    assert {ROLE, f"nemo-gym-{GYMNASIUM}", "model-policy", "runner", "admin"} <= set(layout.credentials)
     assert not [role for role in layout.credentials if role.startswith(("env-", "agent-"))]
     with pytest.raises(ValueError, match="NeMo Gym server nemo-gym:no_such_server"):
         secure_init(layout.config.parent.parent / "other", [], [], [], nemo_gym=["nemo-gym:no_such_server"])
@@ -118,3 +127,56 @@ async def _forwarded(url: str, monitor: Path) -> int:
     finally:
         await nc.close()
     return sum(endpoint.num_requests for one in stats for endpoint in one.endpoints if "@" in endpoint.name)
+
+
+
+def _big_rows(directory: Path, target: Path) -> tuple[Path, set[tuple[int, int]]]:
+    """The first `BIG_ROWS` of the Gymnasium server's example rows, each with a 10 MB
+    conversation before its question (so every call of its agent to the policy is 10 MB)."""
+    lines = (directory / "data" / "example.jsonl").read_text().splitlines()[:BIG_ROWS]
+    history = [{"role": "user", "content": "y" * 100_000} for _ in range(100)]
+    with open(target, "w") as out:
+        for line in lines:
+            row = json.loads(line)
+            row["responses_create_params"]["input"] = history + row["responses_create_params"]["input"]
+            out.write(json.dumps(row) + "\n")
+    return target, {(task, 0) for task in range(len(lines))}
+
+
+def test_a_hosted_nemo_gym_agent_collects_10_mb_rows_on_a_locked_bus(
+    locked: tuple[NatsServers, SecureLayout, Path], tmp_path: Path
+) -> None:
+    servers, layout, _ = locked
+    url, creds = servers.url(0), layout.credentials
+    role = f"nemo-gym-{GYMNASIUM}"
+    workers = [
+        _serve([f"nemo-gym:{GYMNASIUM}", "--concurrency", "4"], _env(url, creds[role]),
+               tmp_path / "agent.log"),
+        _serve(["offline"], _env(url, creds["model-policy"]), tmp_path / "model.log"),
+    ]
+    try:
+        _ready(workers[0], tmp_path / "agent.log")
+        _ready(workers[1], tmp_path / "model.log")
+        source, keys = _big_rows(locate(GYMNASIUM)[0], tmp_path / "big.jsonl")
+        out = tmp_path / "out.jsonl"
+        collect = subprocess.run(
+            [sys.executable, "-m", "gymbus.runner", "collect", "-i", str(source), "-o", str(out),
+             "--agent", GYMNASIUM_AGENT, "--concurrency", "2"],
+            env=_env(url, creds["runner"]), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert collect.returncode == 0, collect.stderr[-3000:] + (tmp_path / "agent.log").read_text()[-3000:]
+    finally:
+        for worker in workers:
+            worker.terminate()
+            worker.wait(60)
+    result = tally(out, keys)
+    assert (result.written, result.lost, result.duplicated, result.failed) == (BIG_ROWS, 0, 0, 0), result
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    # Each row went by claim check (task, the agent's policy calls, result) and came back
+    # whole: its 10 MB conversation, then the episode NeMo Gym's agent played.
+    assert all(len(json.dumps(row)) > 10_000_000 for row in rows)
+    for row in rows:
+        users = [item["content"] for item in row["response"]["output"] if item.get("role") == "user"]
+        assert users == row["follow_ups"] and row["terminated"] is True
+    refused = [line for line in servers.log(0).splitlines() if "Violation" in line]
+    assert not refused  # the hosted server's role (its agent's shims too) had all it needed

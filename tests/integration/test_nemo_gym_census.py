@@ -1,0 +1,121 @@
+"""`scripts/nemo_gym_census.py`, which measures which of NeMo Gym's servers work through
+GymBus: run as a user runs it, on three of the servers the tests host (one re-verified, one
+driven by its own NeMo Gym agent, one whose judge decides its rewards), and the reading of
+failures its table is made of.
+
+Real NeMo Gym servers and agents in their own virtual environments (`sh
+scripts/install-nemo-gym.sh`; without them the run is skipped, except in CI, where that is a
+failure), a real nats-server and real worker processes, which the script starts itself.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from gymbus.functions.nemo_gym import prepare
+from gymbus.schemas import GymError
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "nemo_gym_census.py"
+MEASURED = {
+    "example_single_tool_call": ("works", "reverify"),  # its stored rollouts verify again
+    "example_multi_turn_gymnasium": ("works", "collect"),  # its rows, by NeMo Gym's gymnasium_agent
+    "verifif": ("needs a judge model", "reverify"),  # the offline policy judged: rewards differ
+}
+
+
+def census_module() -> ModuleType:
+    """The script, imported (once: its dataclasses need it in `sys.modules`)."""
+    if "nemo_gym_census" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("nemo_gym_census", SCRIPT)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["nemo_gym_census"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["nemo_gym_census"]
+
+
+@pytest.mark.timeout(900)
+def test_the_census_measures_servers_as_a_user_runs_them_and_prints_their_table(tmp_path: Path) -> None:
+    try:
+        for server in MEASURED:
+            prepare(server)
+    except GymError as exc:
+        message = f"NeMo Gym servers unavailable (`sh scripts/install-nemo-gym.sh`): {exc}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (in CI this is a failure, not a skip)")
+        pytest.skip(message)
+    out = tmp_path / "census.jsonl"
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), "--rows", "3", "--servers", *MEASURED],
+        capture_output=True, text=True, timeout=800, cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = {row["server"]: row for row in map(json.loads, out.read_text().splitlines())}
+    assert {server: (row["outcome"], row["mode"]) for server, row in results.items()} == MEASURED, results
+    assert results["example_single_tool_call"]["why"] == "3/3 stored rewards reproduced"
+    gymnasium = results["example_multi_turn_gymnasium"]
+    assert (gymnasium["rows"], gymnasium["agreed"], gymnasium["failed"]) == (3, 3, 0)
+    hosted = "gymnasium_agent: NeMo Gym's, hosted"
+    assert gymnasium["agents"] == {"example_multi_turn_gymnasium_agent": hosted}
+    assert results["verifif"]["judge_calls"] > 0 and "the offline policy judged" in results["verifif"]["why"]
+    # The table it ends with is the one `--table` prints from the results file.
+    table = subprocess.run([sys.executable, str(SCRIPT), "--table", str(out)], capture_output=True, text=True,
+                           timeout=120, check=True).stdout  # fmt: skip
+    assert table.strip() in run.stdout
+    lines = table.strip().splitlines()
+    assert lines[0] == "| outcome | servers (3) |"
+    assert lines[2] == "| works (2) | `example_multi_turn_gymnasium` · `example_single_tool_call` |"
+    assert lines[3].startswith("| needs a judge model (1) | `verifif` (the offline policy judged: ")
+    # A second run resumes: what was measured is kept, not measured again.
+    again = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), "--servers", *MEASURED],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert again.returncode == 0 and "measuring 0 servers" in again.stdout, again.stderr[-3000:]
+    assert len(out.read_text().splitlines()) == len(MEASURED)
+
+
+# --- how a failure is read ---
+
+
+def test_a_failure_is_read_as_the_outcome_its_text_names() -> None:
+    census = census_module()
+    assert census.classify("ValidationError: 2 validation errors\nOPENAI_API_KEY is not set") == (
+        "needs a key", "ValidationError: 2 validation errors")  # fmt: skip
+    assert census.classify("RuntimeError: docker: command not found")[0] == "needs containers or GPUs"
+    said = "fatal: unable to access 'https://github.com/org/repo.git/': Could not resolve host: github.com"
+    assert census.classify(said)[0] == "downloads at start"
+    assert census.classify("KeyError: 'answer'") == ("fails", "KeyError: 'answer'")
+
+
+def test_a_process_that_exits_without_an_exception_is_told_by_its_logs_last_line(tmp_path: Path) -> None:
+    census = census_module()
+    log = tmp_path / "server-1-2.log"
+    last = f"{tmp_path}/site-packages/resources_servers/x/base.py: expected one server class"
+    log.write_text(f"starting\n{last}\n")
+    message = f"error: NeMo Gym server x exited with code 1; its log is {log}: see it"
+    outcome, why = census.classify(census._log_text(message))
+    assert outcome == "fails"
+    assert why.startswith("exited with code 1: ") and why.endswith("x/base.py: expected one server class")
+
+
+def test_the_tables_reasons_name_no_machines_folders() -> None:
+    census = census_module()
+    why = (
+        "start: error: exited with code 1; its log is /home/user/census/logs/gymnasium-1-2.log: "
+        "/home/user/.cache/gymbus/nemo-gym/venvs/0123abcd/lib/python3.13/site-packages/"
+        "resources_servers/a/b.py: no class; https://github.com/org/repo.git/ kept"
+    )
+    short = census._short(why)
+    assert "/home/" not in short and "venvs" not in short
+    assert "gymnasium-1-2.log" in short and "resources_servers/a/b.py: no class" in short
+    assert "https://github.com/org/repo.git/ kept" in short  # an address is not a folder of this machine
