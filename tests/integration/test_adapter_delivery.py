@@ -61,7 +61,11 @@ class Setup:
         self.syncer = self.syncers[0]
         self.fleet = Fleet(self.url, directory / "workers.log")
         policy = ModelOptions(base_url=",".join(urls), model=MODEL_NAME, api="vllm")
-        self.fleet.start(ServeOptions(functions=("vllm",), model=policy, served_model=name), [name])
+        try:
+            self.fleet.start(ServeOptions(functions=("vllm",), model=policy, served_model=name), [name])
+        except BaseException:  # the processes started so far must not outlive the test
+            self._stop_processes()
+            raise
         self.loop = LoopThread("test-relay")
         self.nc = self.loop.run(bus.connect(self.url, name="test trainer"))
         self.publisher = self.loop.run(PolicyPublisher.open(self.nc, self.policy, INCARNATION))
@@ -73,6 +77,9 @@ class Setup:
         self.loop.run(self.publisher.close(forget=True))
         self.loop.run(self.nc.close())
         self.loop.stop()
+        self._stop_processes()
+
+    def _stop_processes(self) -> None:
         self.fleet.stop()
         for syncer in self.syncers:
             syncer.stop()
