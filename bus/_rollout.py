@@ -87,7 +87,8 @@ RolloutHandler = Callable[[bytes, Mapping[str, str]], Awaitable[bytes]]
 
 
 class ToolCallLost(Exception):
-    """A tool call's worker went silent mid-call: whether the tool ran is unknown.
+    """A call's worker (a tool's, a seed's, a verify's) went silent mid-call, or the session
+    it worked on is gone: whether it ran is unknown, so the rollout starts over.
 
     Deliberately not a `GymError`: agents turn those into outputs the model reads, and
     this one must end the attempt instead."""
@@ -159,8 +160,8 @@ class BusCalls:
         async def once() -> bytes:
             try:
                 return await request(self.nc, subject, body, timeout=timeout, headers=self.headers)
-            except SessionLost as exc:
-                raise ToolCallLost(exc.message) from None
+            except (SessionLost, WorkerSilent) as exc:  # whether it ran is unknown: start over
+                raise ToolCallLost(f"{subject}: {exc.message}") from None
 
         return await retrying(
             once, CALL_RETRY, should_retry=should_retry, deadline=self.deadline, on_retry=self._count_call
