@@ -20,6 +20,7 @@ import asyncio
 import statistics
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -29,7 +30,7 @@ from gymbus import bus
 from gymbus import schemas
 from bench._procs import RUNNER, WEATHER, Fleet
 
-__all__ = ["ToolCost", "p10_bridge_cost"]
+__all__ = ["ToolCost", "measure", "p10_bridge_cost"]
 
 _ARGS = b'{"city": "Paris"}'
 _SEED = b'{"responses_create_params": {"input": "what is the weather in Paris?"}}'
@@ -87,8 +88,8 @@ async def _hosted(
                     return await response.read()
 
             return {
-                "direct": await _measure(direct, [server], None, samples, seconds, concurrency),
-                "bridge": await _measure(through_bridge, [server], worker, samples, seconds, concurrency),
+                "direct": await measure(direct, [server], None, samples, seconds, concurrency),
+                "bridge": await measure(through_bridge, [server], worker, samples, seconds, concurrency),
             }
     finally:
         await nc.close()
@@ -103,16 +104,17 @@ async def _ported(url: str, worker_pid: int, samples: int, seconds: float, concu
         async def call() -> object:
             return await bus.request(nc, subject, _ARGS, timeout=30, headers=headers)
 
-        return await _measure(call, [], psutil.Process(worker_pid), samples, seconds, concurrency)
+        return await measure(call, [], psutil.Process(worker_pid), samples, seconds, concurrency)
     finally:
         await nc.close()
 
 
-async def _measure(
-    call: object, servers: list[psutil.Process], worker: psutil.Process | None, samples: int, seconds: float,
-    concurrency: int,
+async def measure(
+    call: Callable[[], Awaitable[object]], servers: list[psutil.Process], worker: psutil.Process | None,
+    samples: int, seconds: float, concurrency: int,
 ) -> ToolCost:  # fmt: skip
-    assert callable(call)
+    """`call`'s median latency over `samples` calls one at a time, then its rate with
+    `concurrency` in flight for `seconds`, and the CPU `worker` and `servers` spent a call."""
     latencies = []
     for _ in range(samples):
         started = time.perf_counter()

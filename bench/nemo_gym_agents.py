@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from gymbus.functions.nemo_gym._process import ServerProcess
 from gymbus.functions.nemo_gym._venv import requirements_of, virtual_env
 from gymbus.schemas import ContentPart, Item, Response, ResponsesCreateParams
 from bench._procs import RUNNER, Fleet
+from bench.nemo_gym import measure
 
 __all__ = ["RolloutCost", "p12_hosted_agent_cost"]
 
@@ -171,36 +171,10 @@ async def _measure(
     call: Callable[[], Awaitable[object]], nemo_gym: list[psutil.Process], worker: psutil.Process | None,
     samples: int, seconds: float, concurrency: int,
 ) -> RolloutCost:  # fmt: skip
-    latencies = []
-    for _ in range(samples):
-        started = time.perf_counter()
-        await call()
-        latencies.append(time.perf_counter() - started)
-    nemo_gym_before = sum(_cpu(p) for p in nemo_gym)
-    worker_before = _cpu(worker)
-    done = 0
-    stop = time.monotonic() + seconds
-
-    async def loop() -> None:
-        nonlocal done
-        while time.monotonic() < stop:
-            await call()
-            done += 1
-
-    started = time.monotonic()
-    await asyncio.gather(*(loop() for _ in range(concurrency)))
-    elapsed = time.monotonic() - started
+    cost = await measure(call, nemo_gym, worker, samples, seconds, concurrency)
     return RolloutCost(
-        latency_ms=statistics.median(latencies) * 1000,
-        rollouts_per_second=done / elapsed,
-        worker_cpu_ms=(_cpu(worker) - worker_before) / done * 1000,
-        nemo_gym_cpu_ms=(sum(_cpu(p) for p in nemo_gym) - nemo_gym_before) / done * 1000,
+        latency_ms=cost.latency_ms,
+        rollouts_per_second=cost.calls_per_second,
+        worker_cpu_ms=cost.worker_cpu_ms,
+        nemo_gym_cpu_ms=cost.server_cpu_ms,
     )
-
-
-def _cpu(process: psutil.Process | None) -> float:
-    if process is None:
-        return 0.0
-    times = process.cpu_times()
-    return float(times.user + times.system)
-

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -24,10 +23,10 @@ import pytest
 from bench._cluster import Cluster
 from gymbus import bus
 from gymbus.functions.models.offline import offline_policy
-from gymbus.functions.nemo_gym import VERSION_VARIABLE, locate, prepare
+from gymbus.functions.nemo_gym import VERSION_VARIABLE
 from gymbus.runner import CollectOptions, VerifyOptions, collect, stitch, verify_rollouts
-from gymbus.schemas import GymError, Item, Response, ResponsesCreateParams
-from tests.integration.test_nemo_gym import ALSO_ON, ROLES, SERVERS, launched_servers, quiet, start_worker
+from gymbus.schemas import Item, Response, ResponsesCreateParams
+from tests.integration.test_nemo_gym import ALSO_ON, ROLES, SERVERS, built, launched_servers, quiet, start_worker
 from tests.vllm_server import MODEL_NAME, VllmServer
 
 pytestmark = pytest.mark.timeout(900)
@@ -44,15 +43,7 @@ STEER = r"It is (cold|sunny|rainy)\."
 @pytest.fixture(scope="module")
 def servers() -> dict[str, Path]:
     """The agent-driven servers' directories, their environments built (or found built)."""
-    try:
-        for server in AGENT_DRIVEN:
-            prepare(server)
-        return {server: locate(server)[0] for server in AGENT_DRIVEN}
-    except GymError as exc:
-        message = f"NeMo Gym servers unavailable (`sh scripts/install-nemo-gym.sh`): {exc}"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message} (in CI this is a failure, not a skip)")
-        pytest.skip(message)
+    return built(AGENT_DRIVEN)
 
 
 @pytest.fixture
@@ -156,15 +147,7 @@ async def test_the_previous_release_still_runs_its_servers_and_agents(
     cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(VERSION_VARIABLE, OLD_RELEASE)
-    try:
-        for server in ON_OLD_RELEASE:
-            prepare(server)
-        directories = {server: locate(server)[0] for server in ON_OLD_RELEASE}
-    except GymError as exc:
-        message = f"NeMo Gym {OLD_RELEASE} servers unavailable (`sh scripts/install-nemo-gym.sh`): {exc}"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message} (in CI this is a failure, not a skip)")
-        pytest.skip(message)
+    directories = built(ON_OLD_RELEASE)
     site_packages = {path.parent.parent for path in directories.values()}
     assert all((path / f"nemo_gym-{OLD_RELEASE}.dist-info").is_dir() for path in site_packages)
     start_worker(cluster, *(f"nemo-gym:{server}" for server in ON_OLD_RELEASE), "offline", log="old.log",
