@@ -20,6 +20,7 @@ from ._discovery import (
     is_served,
     model_servers,
     served_agents,
+    served_within,
     served_subjects,
     service_infos,
     service_stats,
@@ -70,11 +71,13 @@ from ._rollout import (
     rollout_task_handler,
     run_rollout,
 )
+from ._run_book import RunBook, Submitted, not_served, unserved_row
 from ._run_client import RunClient, RunResult
 from ._runkeys import RUNS_BUCKET, run_key, task_token, token_matches
 from ._services import Endpoint, Handler, ServiceHost, ServiceSpec
 from ._sessions import SESSIONS_BUCKET, KvSessions
 from ._slots import Slots
+from ._verifier import Verifier
 from ._tasks import (
     TaskConsumer,
     add_results_consumer,
@@ -110,6 +113,7 @@ __all__ = [
     "QueueDepth",
     "Role",
     "RolloutHandler",
+    "RunBook",
     "RunClient",
     "RunResult",
     "ServeOptions",
@@ -117,7 +121,9 @@ __all__ = [
     "ServiceInfo",
     "ServiceSpec",
     "ServiceStats",
+    "Verifier",
     "Slots",
+    "Submitted",
     "TaskConsumer",
     "TaskPublisher",
     "adapter_reports",
@@ -154,6 +160,7 @@ __all__ = [
     "monitor_role",
     "nats_url_from_env",
     "needs_claim",
+    "not_served",
     "nested_deeper",
     "open_bus",
     "policy_records",
@@ -171,6 +178,7 @@ __all__ = [
     "runner_role",
     "serve_functions",
     "served_agents",
+    "served_within",
     "served_subjects",
     "server_authorization",
     "service_infos",
@@ -185,6 +193,7 @@ __all__ = [
     "token_matches",
     "tune_gc",
     "unserved",
+    "unserved_row",
     "wait_served",
     "worker_role",
     "worker_role_name",

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import os
 from asyncio import FIRST_COMPLETED
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -27,6 +27,7 @@ from nats.js import JetStreamContext
 from gymbus.schemas import DEFAULT_TIMEOUTS, BusUnavailable, NotAuthorized, Timeouts, redact_url
 
 from ._auth import BusAuth
+from ._discovery import served_within, wait_served
 from ._embedded import EmbeddedServer
 from ._refusals import refusals
 from ._replicas import replicas_from_env, set_replicas
@@ -188,6 +189,17 @@ class Bus:
         """The credentials of worker processes this process starts on its embedded
         server (none: on a shared bus workers bring their own)."""
         return self.embedded.credentials("worker") if self.embedded is not None else BusAuth()
+
+    async def served(
+        self, services: list[str], timeout: float = 0.0, check: Callable[[], None] | None = None
+    ) -> set[str]:
+        """Which of `services` some live worker serves, waiting up to `timeout` seconds for
+        those none does yet (`served_within`)."""
+        return await served_within(self.nc, services, timeout, check)
+
+    async def wait_served(self, services: list[str], timeout: float, check: Callable[[], None] | None = None) -> None:
+        """Until every one of `services` is served; `BusUnavailable` after `timeout` (`wait_served`)."""
+        await wait_served(self.nc, services, timeout, check)
 
 
 _RUNNER_ROLES = ("runner", "monitor", "producer")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,8 +36,11 @@ __all__ = [
     "service_stats",
     "task_queues",
     "unserved",
+    "served_within",
     "wait_served",
 ]
+
+log = logging.getLogger("gymbus.discovery")
 
 
 async def _gather(nc: Client, subject: str, window: float) -> list[dict[str, Any]]:
@@ -138,25 +142,38 @@ async def is_served(nc: Client, service: str, timeout: float = DEFAULT_TIMEOUTS.
     return True
 
 
+async def served_within(
+    nc: Client, services: list[str], timeout: float, check: Callable[[], None] | None = None
+) -> set[str]:
+    """Which of `services` some live worker serves. One that none does yet is waited for,
+    up to `timeout` seconds in all (workers started beside the caller may still be
+    starting); each is asked at least once. `check` is called while waiting (to raise if
+    the workers started for them have exited)."""
+    deadline = time.monotonic() + timeout
+    served = set()
+    for service in services:
+        live = await is_served(nc, service)
+        if not live and timeout > 0:
+            log.info("no worker serves %s yet; waiting for one", service)
+        while not live and time.monotonic() < deadline:
+            if check is not None:
+                check()
+            await asyncio.sleep(0.02)
+            live = await is_served(nc, service)
+        if live:
+            served.add(service)
+    return served
+
+
 async def wait_served(
     nc: Client, services: list[str], timeout: float, check: Callable[[], None] | None = None
 ) -> None:
     """Return once every service in `services` answers a ping; `BusUnavailable` after
-    `timeout`. `check` is called while waiting (to raise if the workers started for
-    them have exited)."""
-    deadline = time.monotonic() + timeout
-    waiting = list(services)
-    while waiting:
-        if not await is_served(nc, waiting[0]):
-            if check is not None:
-                check()
-            if time.monotonic() > deadline:
-                raise BusUnavailable(
-                    f"workers did not start within {timeout:.0f} s: {', '.join(waiting)} not served"
-                )
-            await asyncio.sleep(0.02)
-            continue
-        waiting.pop(0)
+    `timeout`. `check` is called while waiting (see `served_within`)."""
+    served = await served_within(nc, services, timeout, check)
+    missing = [service for service in services if service not in served]
+    if missing:
+        raise BusUnavailable(f"workers did not start within {timeout:.0f} s: {', '.join(missing)} not served")
 
 
 @dataclass(frozen=True)

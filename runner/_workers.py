@@ -1,19 +1,23 @@
-"""Worker processes a collection starts for itself, on the embedded server."""
+"""Worker processes a command (`collect`, `verify`, `check`) starts for itself, on the
+embedded server: started, waited for until they serve what they were started for, and
+stopped, also when starting them fails."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from gymbus.bus import ENV_VARS, BusAuth, ServeOptions, die_with_parent
-from gymbus.schemas import BusUnavailable
+from gymbus.bus import ENV_VARS, Bus, BusAuth, ServeOptions, die_with_parent
+from gymbus.schemas import BusUnavailable, Timeouts
 
 from .serving._serve import worker_command
 
-__all__ = ["WorkerProcesses"]
+__all__ = ["WorkerProcesses", "start_workers", "stop_workers"]
 
 
 class WorkerProcesses:
@@ -80,3 +84,27 @@ class WorkerProcesses:
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
+
+
+async def start_workers(
+    bus: Bus, groups: Sequence[tuple[WorkerProcesses, Sequence[str]]], timeouts: Timeouts
+) -> list[WorkerProcesses]:
+    """Start each group and wait, up to `timeouts.worker_start`, until it serves its
+    services; `BusUnavailable` (with the workers' log) if one exits first. On any failure,
+    Ctrl-C included, every group is stopped before raising: none is left running without us."""
+    for group, _ in groups:
+        group.start()
+    try:
+        for group, services in groups:
+            await bus.wait_served(list(services), timeouts.worker_start, check=group.check)
+    except BaseException:
+        for group, _ in groups:
+            group.stop(timeouts.drain)
+        raise
+    return [group for group, _ in groups]
+
+
+async def stop_workers(groups: Sequence[WorkerProcesses], timeout: float) -> None:
+    """Stop every group (see `WorkerProcesses.stop`). In threads: the caller's connection
+    keeps answering the server's pings meanwhile."""
+    await asyncio.gather(*(asyncio.to_thread(group.stop, timeout) for group in groups))

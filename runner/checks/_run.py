@@ -9,12 +9,12 @@ from typing import Any
 
 import msgspec
 
-from gymbus.bus import ServeOptions, connect, open_bus, wait_served
+from gymbus.bus import ServeOptions, connect, open_bus
 from gymbus.functions import ENVIRONMENTS, ModelOptions
 from gymbus.schemas import DEFAULT_TIMEOUTS, Timeouts
 
 from .._input import check_row, read_lines
-from .._workers import WorkerProcesses
+from .._workers import WorkerProcesses, start_workers
 from ._check import CheckItem, check_environment
 from ._contract import EnvironmentContract
 
@@ -48,9 +48,8 @@ async def run_check(
         with tempfile.TemporaryDirectory(prefix="gymbus-check-") as work:
             serve = ServeOptions(functions=(env, "offline"), model=ModelOptions(), timeouts=timeouts)
             workers = WorkerProcesses(serve, bus.url, Path(work) / "worker.log", auth=bus.worker_auth())
-            workers.start()
+            await start_workers(bus, [(workers, [env, "policy"])], timeouts)
             try:
-                await wait_served(bus.nc, [env, "policy"], timeout=timeouts.worker_start, check=workers.check)
                 # The embedded server's runner may not call seed and tools: its workers may.
                 calls = await connect(bus.url, name="gym-runner check", auth=bus.worker_auth(), role="worker")
                 try:

@@ -32,10 +32,8 @@ from gymbus.bus import (
     EmbeddedServer,
     RunClient,
     ServeOptions,
-    is_served,
     open_bus,
-    subjects,
-    wait_served,
+    unserved_row,
 )
 from gymbus.functions import AGENTS, ModelOptions, policy_adapter
 from gymbus.schemas import (
@@ -53,8 +51,8 @@ from gymbus.schemas import (
 from .._metrics import Metrics
 from .._output import MaterializedInputs, OutputPaths, Progressed, read_progress, write_whole
 from .._progress import ProgressView
-from .._workers import WorkerProcesses
-from ._ledger import InFlight, Ledger
+from .._workers import WorkerProcesses, start_workers, stop_workers
+from ._ledger import Ledger
 from ._lock import OutputLock
 from ._plan import BadRow, Plan, PlannedRollout
 from ._sink import FailureTally, ResultSink
@@ -165,12 +163,12 @@ async def _collect(
         workers = await _start_workers(options, plan, bus) if bus.embedded is not None else []
         stop_within = options.timeouts.drain + 5
         try:
-            served = {name for name in plan.agents if await is_served(bus.nc, name)}
+            served = await bus.served(sorted(plan.agents))
             run_id = run_id_for(options)
             client = await RunClient.open(
                 bus.nc, run_id, resume=options.resume, limits=options.limits, timeouts=options.timeouts
             )
-            ledger = Ledger(plan.total, options.concurrency)
+            ledger = Ledger(plan.total, options.concurrency, options.timeouts.result_grace)
             sink = ResultSink(client, ledger, paths, metrics, view, progressed)
             sink.start()
             await client.watch_given_up(lambda seq, deliveries: _given_up(sink, seq, deliveries))
@@ -187,8 +185,7 @@ async def _collect(
             _raise_if_gone(bus.embedded, exc)  # the cause, not how it was first noticed
             raise
         finally:
-            # In a thread: the connection keeps answering the server's pings meanwhile.
-            await asyncio.gather(*(asyncio.to_thread(group.stop, stop_within) for group in workers))
+            await stop_workers(workers, stop_within)
     view.stop()
     await _write_metrics(paths, metrics)
     return CollectResult(
@@ -221,26 +218,18 @@ async def _start_workers(options: CollectOptions, plan: Plan, bus: Bus) -> list[
     # Models an agent calls besides the policy (a user simulator) are served by the same adapter.
     others = sorted({other for name in needed for other in known[name].other_models})
     log = OutputPaths.for_output(options.output).workers_log
-    url, nc, auth = bus.url, bus.nc, bus.worker_auth()
-    workers = [WorkerProcesses(serve, url, log, options.workers, auth)]
-    workers += [
-        WorkerProcesses(replace(serve, functions=(model,), served_model=other), url, log, auth=auth)
-        for other in others
+    url, auth = bus.url, bus.worker_auth()
+    groups = [
+        (
+            WorkerProcesses(serve, url, log, options.workers, auth),
+            [*needed, *{known[name].environment for name in needed}, "policy"],
+        ),
+        *(
+            (WorkerProcesses(replace(serve, functions=(model,), served_model=other), url, log, auth=auth), [other])
+            for other in others
+        ),
     ]
-    waits = [
-        [*needed, *{known[name].environment for name in needed}, "policy"],
-        *([other] for other in others),
-    ]
-    for group in workers:
-        group.start()
-    try:
-        for group, services in zip(workers, waits, strict=True):
-            await wait_served(nc, services, timeout=options.timeouts.worker_start, check=group.check)
-    except BaseException:
-        for group in workers:
-            group.stop(options.timeouts.drain)  # none left running without us
-        raise
-    return workers
+    return await start_workers(bus, groups, options.timeouts)
 
 
 @dataclass
@@ -261,7 +250,7 @@ class _RunState:
 async def _run(state: _RunState, watchdog: Coroutine[Any, Any, None]) -> dict[str, int]:
     options = state.options
     materialized = MaterializedInputs(OutputPaths.for_output(options.output))
-    expiry = asyncio.create_task(_expire_forever(state.ledger, state.sink, state.client, options.timeouts.result_grace))
+    expiry = asyncio.create_task(_expire_forever(state.ledger, state.sink, state.client))
     watching = asyncio.create_task(watchdog, name="the process watch")
     publishing = asyncio.create_task(_publish_all(state, materialized))
     try:
@@ -371,38 +360,24 @@ async def _wait_settled(ledger: Ledger, stop_publishing: asyncio.Event) -> None:
             pass
 
 
-async def _expire_forever(ledger: Ledger, sink: ResultSink, client: RunClient, grace: float) -> None:
+async def _expire_forever(ledger: Ledger, sink: ResultSink, client: RunClient) -> None:
     while True:
         await asyncio.sleep(1.0)
         await client.check_submitted()
-        for seq, entry in ledger.expired(time.time() - grace):
-            sink.record(seq, _expired_row(entry))
+        for seq, row in ledger.expired():
+            sink.record(seq, row)
 
 
 def _given_up(sink: ResultSink, seq: int, deliveries: int) -> None:
-    entry = sink.ledger.in_flight.get(seq)
-    if entry is not None:
-        message = (
-            f"the task was delivered {deliveries} times and never finished: its agent worker "
-            "died or hung on it each time (see the workers' log)"
-        )
-        sink.record(seq, entry.failure_row("deliveries_exhausted", message))
-
-
-def _expired_row(entry: InFlight) -> bytes:
-    message = "no result arrived before the rollout's deadline; the rollout was dropped"
-    return entry.failure_row("deadline_exceeded", message)
+    row = sink.ledger.given_up(seq, deliveries)
+    if row is not None:
+        sink.record(seq, row)
 
 
 def _unserved_row(item: PlannedRollout) -> bytes:
-    subject = subjects.agent_run(item.agent)
     known = sorted(AGENTS)
-    hint = (
-        f"start one with `gym-runner serve {item.agent}`"
-        if item.agent in known
-        else (f"{item.agent} is not a built-in agent (built-in: {', '.join(known)})")
-    )
-    return failure_row(item.body, "no_worker", f"no worker serves {subject}: {hint}")
+    hint = None if item.agent in known else f"{item.agent} is not a built-in agent (built-in: {', '.join(known)})"
+    return unserved_row(item.body, item.agent, hint)
 
 
 def _bad_row(item: BadRow) -> bytes:

@@ -2,61 +2,43 @@
 
 Settled means written (to the rollouts or the failures file) or skipped because an
 earlier run settled it. One bit per rollout, so a million rollouts cost 125 KB; only
-the in-flight ones (at most `--concurrency`) have an entry with their deadline.
+the in-flight ones (at most `--concurrency`) have an entry with their deadline, kept by
+the run's `bus.RunBook`, which also names how a task ends without a result.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from typing import Any
 
-from gymbus.bus import Slots
-from gymbus.schemas import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, failure_row
+from gymbus.bus import RunBook, Slots, Submitted
+from gymbus.schemas import AGENT_REF, DEFAULT_TIMEOUTS, ROLLOUT_INDEX, TASK_INDEX
 
-__all__ = ["InFlight", "Ledger"]
-
-
-@dataclass(frozen=True)
-class InFlight:
-    """A published rollout: enough to write a failure row if its result never comes."""
-
-    task_index: int
-    rollout_index: int
-    agent: str
-    deadline: float
-
-    def keys(self) -> dict[str, Any]:
-        """The fields that name this rollout in a row."""
-        return {
-            TASK_INDEX: self.task_index,
-            ROLLOUT_INDEX: self.rollout_index,
-            AGENT_REF: {"type": "responses_api_agents", "name": self.agent},
-        }
-
-    def failure_row(self, failure_class: str, message: str) -> bytes:
-        """A failure row for this rollout, made by the runner (its task's row is not at hand)."""
-        return failure_row(b"", failure_class, message, **self.keys())
+__all__ = ["Ledger"]
 
 
 class Ledger:
-    def __init__(self, total: int, concurrency: int) -> None:
+    def __init__(self, total: int, concurrency: int, grace: float = DEFAULT_TIMEOUTS.result_grace) -> None:
         self.total = total
         self.settled = 0
         self._bits = bytearray((total + 7) // 8)
-        self.in_flight: dict[int, InFlight] = {}
+        self.book = RunBook(grace)
         self.window = Slots(concurrency)
         self.all_settled = asyncio.Event()
         if total == 0:
             self.all_settled.set()
+
+    @property
+    def in_flight(self) -> dict[int, Submitted]:
+        return self.book.in_flight
 
     def is_settled(self, seq: int) -> bool:
         return 0 <= seq < self.total and bool(self._bits[seq >> 3] & (1 << (seq & 7)))
 
     async def launch(
         self, seq: int, task_index: int, rollout_index: int, agent: str, timeout: float
-    ) -> InFlight | None:
+    ) -> Submitted | None:
         """Wait for a free slot in the window, then count `seq` as in flight, its deadline
         `timeout` seconds from now. `None` if `seq` was settled meanwhile (a result an
         interrupted run left on the bus): then nothing is to be published."""
@@ -64,16 +46,19 @@ class Ledger:
         if self.is_settled(seq):
             self.window.release()
             return None
-        entry = InFlight(task_index, rollout_index, agent, time.time() + timeout)
-        self.in_flight[seq] = entry
-        return entry
+        keys: dict[str, Any] = {
+            TASK_INDEX: task_index,
+            ROLLOUT_INDEX: rollout_index,
+            AGENT_REF: {"type": "responses_api_agents", "name": agent},
+        }
+        return self.book.submitted(seq, time.time() + timeout, **keys)
 
-    def settle(self, seq: int) -> InFlight | None | bool:
+    def settle(self, seq: int) -> Submitted | None | bool:
         """Mark `seq` settled. Returns `False` if it already was (a duplicate), else its
         in-flight entry (or `None` for one that was never launched)."""
         if not 0 <= seq < self.total:
             return False
-        entry = self.in_flight.pop(seq, None)
+        entry = self.book.settle(seq)
         if entry is not None:
             self.window.release()
         if self.is_settled(seq):
@@ -84,7 +69,19 @@ class Ledger:
             self.all_settled.set()
         return entry
 
-    def expired(self, now: float) -> list[tuple[int, InFlight]]:
-        """In-flight rollouts whose deadline is before `now` (a scan of at most
-        `--concurrency` entries, so nothing is kept per settled rollout)."""
-        return [(seq, entry) for seq, entry in self.in_flight.items() if entry.deadline < now]
+    def given_up(self, seq: int, deliveries: int) -> bytes | None:
+        """The failure row of in-flight `seq`, which JetStream gave up on (`None` if not in flight)."""
+        return self._freed(self.book.given_up(seq, deliveries))
+
+    def expired(self) -> list[tuple[int, bytes]]:
+        """The failure rows of the in-flight rollouts past their deadline and grace (a scan
+        of at most `--concurrency` entries, so nothing is kept per settled rollout)."""
+        ended = self.book.expired()
+        for _ in ended:
+            self.window.release()
+        return ended
+
+    def _freed(self, row: bytes | None) -> bytes | None:
+        if row is not None:
+            self.window.release()
+        return row

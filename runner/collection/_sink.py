@@ -115,7 +115,7 @@ class ResultSink:
             fields = row_fields(body)
         if entry is not None and TASK_INDEX not in fields:
             # A failure row for a task the worker could not read: named from what was sent.
-            body = merge_row(body, **entry.keys())
+            body = merge_row(body, **entry.fields)
             fields = row_fields(body)
         key = _key(fields)
         if key in self.before.done or attempt != self.before.failed[key]:

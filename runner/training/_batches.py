@@ -5,26 +5,22 @@ queues, signed with a key per trainer process, and its results come back through
 consumer made for the batch. A worker killed mid-rollout never acks its task, so the
 queue gives it to another worker after the agent's `ack_wait`: the batch waits for the
 redelivered rollout instead of losing it. A row whose agent no worker serves (after
-waiting `Timeouts.worker_start` for one), whose task JetStream gave up on, or whose
-result has not come by its deadline (plus a grace), becomes a failure row; a batch
-always returns one row per task.
+waiting `Timeouts.worker_start` for one) becomes a failure row, and so does one whose
+task ends without a result (`bus.RunBook`); a batch always returns one row per task.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gymbus.bus import Connection, RunClient, is_served, model_servers, subjects
-from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, Limits, Timeouts, failure_row
+from gymbus.bus import Connection, RunBook, RunClient, model_servers, served_within, unserved_row
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, Limits, Timeouts
 
 __all__ = ["BatchTask", "TaskBatches"]
-
-log = logging.getLogger("gymbus.trainer")
 
 
 @dataclass(frozen=True)
@@ -89,6 +85,7 @@ class _Batch:
         self.owner = owner
         self.client = client
         self.tasks = tasks
+        self.book = RunBook(owner.grace)
         self.rows: list[bytes | None] = [None] * len(tasks)
         self.missing = len(tasks)
         self.complete = asyncio.Event()
@@ -98,37 +95,35 @@ class _Batch:
         owner = self.owner
         deadline = time.time() + owner.rollout_timeout
         await self.client.watch_given_up(self._given_up)
-        served = await _wait_served(owner.nc, {task.agent for task in self.tasks}, owner.timeouts.worker_start)
+        agents = sorted({task.agent for task in self.tasks})
+        served = await served_within(owner.nc, agents, owner.timeouts.worker_start)
         for seq, task in enumerate(self.tasks):
-            if served[task.agent]:
+            if task.agent in served:
+                self.book.submitted(seq, deadline, task.body)
                 await self.client.submit(task.agent, task.body, seq, 0, deadline)
             else:
-                message = (
-                    f"no worker serves {subjects.agent_run(task.agent)}: start one with `gym-runner serve`"
-                )
-                self._fill(seq, failure_row(task.body, "no_worker", message))
+                self._fill(seq, unserved_row(task.body, task.agent))
         await self.client.wait_submitted()
         try:
             async with asyncio.timeout(max(0.0, deadline + owner.grace - time.time())):
                 await self.complete.wait()
         except TimeoutError:
             pass
-        message = "no result arrived before the rollout's deadline; the rollout was dropped"
-        return [
-            row if row is not None else failure_row(task.body, "deadline_exceeded", message)
-            for row, task in zip(self.rows, self.tasks, strict=True)
-        ]
+        for seq, row in self.book.expire_all():
+            self._fill(seq, row)
+        return [row or b"" for row in self.rows]
 
     async def _read(self) -> None:
         async for results in self.client.results():
             for result in results:
-                self._fill(result.seq, result.body)
+                if self.book.settle(result.seq) is not None:
+                    self._fill(result.seq, result.body)
             await self.client.ack(results)
 
     def _given_up(self, seq: int, deliveries: int) -> None:
-        if 0 <= seq < len(self.tasks):
-            message = f"the task was delivered {deliveries} times and never finished: its agent worker died on it"
-            self._fill(seq, failure_row(self.tasks[seq].body, "deliveries_exhausted", message))
+        row = self.book.given_up(seq, deliveries)
+        if row is not None:
+            self._fill(seq, row)
 
     def _fill(self, seq: int, row: bytes) -> None:
         if 0 <= seq < len(self.rows) and self.rows[seq] is None:
@@ -143,18 +138,3 @@ class _Batch:
         await self.reading
         await self.client.close(forget=True)
 
-
-async def _wait_served(nc: Connection, agents: set[str], timeout: float) -> dict[str, bool]:
-    """Which agents some worker serves. One that none does yet is waited for, up to
-    `timeout` in all: workers started beside a trainer may still be starting."""
-    deadline = time.monotonic() + timeout
-    served = {}
-    for agent in sorted(agents):
-        live = await is_served(nc, agent)
-        if not live:
-            log.warning("no worker serves agent %s yet; waiting for one", agent)
-        while not live and time.monotonic() < deadline:
-            await asyncio.sleep(0.5)
-            live = await is_served(nc, agent)
-        served[agent] = live
-    return served

@@ -6,8 +6,8 @@ One run of the task queue (`bus.RunClient`) carries every group of a training ru
 as outstanding from its admission until the trainer has taken all its samples (or it
 yielded none), and at most `max_groups` are outstanding: that bounds how far generation
 runs ahead of training, so how stale samples get. A killed agent worker costs a
-redelivery (the queue's), a task JetStream gave up on or one past its deadline becomes a
-failed rollout of its group.
+redelivery (the queue's); how else a rollout ends (JetStream gave up on its task, its
+deadline passed) is the run's `bus.RunBook`'s, and becomes a failed rollout of its group.
 
 Progress is kept on the bus (`RunClient.save_progress`): the next group, and which groups
 are finished. A trainer restarted from a checkpoint that resumes the run finishes the
@@ -28,8 +28,8 @@ from typing import Any
 
 import msgspec
 
-from gymbus.bus import RunClient
-from gymbus.schemas import TASK_INDEX, Timeouts, failure_row
+from gymbus.bus import RunBook, RunClient
+from gymbus.schemas import TASK_INDEX, Timeouts
 
 from ._groups import GroupOutcome, Member, read_member, score_group
 from ._sampling import Sampling
@@ -134,6 +134,8 @@ class RolloutStream:
         self.finished_taken_over = 0
         """Of those, the groups finished here."""
         self.order = _positions(len(tasks), settings.seed)
+        self.book = RunBook(settings.timeouts.result_grace)
+        """The rollouts in flight, and how each ends."""
 
     async def resume(self) -> None:
         """Take over the groups an earlier trainer of this run left open."""
@@ -147,6 +149,8 @@ class RolloutStream:
         for group_id in range(self.progress.finished_below, self.progress.next_group):
             if group_id not in done:
                 self.groups[group_id] = Group(group_id, None, "", deadline, [None] * size, size)
+                for seq in range(group_id * size, group_id * size + size):
+                    self.book.submitted(seq, deadline)
                 self.outstanding += 1
                 self.taken_over.add(group_id)
         log.info("resumed run %s: %d group(s) left open take their results from the stream",
@@ -178,6 +182,7 @@ class RolloutStream:
             self.progress.next_group += 1
             await self._save()  # before the tasks: a resumed run never reuses their numbers
             for repeat, task in enumerate(bodies):
+                self.book.submitted(group_id * size + repeat, deadline)
                 await self.client.submit(task.agent, task.body, group_id * size + repeat, 0, deadline)
             await self.client.check_submitted()
 
@@ -186,32 +191,28 @@ class RolloutStream:
     async def _read(self) -> None:
         async for results in self.client.results():
             for result in results:
-                self._settle(result.seq, result.body)
+                if self.book.settle(result.seq) is not None:
+                    self._settle(result.seq, result.body)
             await self.client.ack(results)
 
     def _given_up(self, seq: int, deliveries: int) -> None:
-        message = f"the task was delivered {deliveries} times and never finished: its agent worker died on it"
-        self._settle(seq, failure_row(b"{}", "deliveries_exhausted", message))
+        row = self.book.given_up(seq, deliveries)
+        if row is not None:
+            self._settle(seq, row)
 
     async def _watch_deadlines(self) -> None:
         """Each second: fail the rollouts past their deadline, and report the rates."""
-        grace = self.settings.timeouts.result_grace
-        message = "no result arrived before the rollout's deadline; the rollout was dropped"
         counted, since = self.tally.rollouts, time.monotonic()
         while True:
             await asyncio.sleep(1.0)
-            now = time.time()
             self.report({
                 "rollout/rollouts_per_s": (float(self.tally.rollouts - counted), time.monotonic() - since),
                 "rollout/groups_outstanding": float(self.outstanding),
                 "rollout/buffer_size": float(self.buffered()),
             })  # fmt: skip
             counted, since = self.tally.rollouts, time.monotonic()
-            for group in [one for one in self.groups.values() if now > one.deadline + grace and one.waiting]:
-                size = self.settings.group_size
-                for index, row in enumerate(group.rows):
-                    if row is None:
-                        self._settle(group.id * size + index, failure_row(b"{}", "deadline_exceeded", message))
+            for seq, row in self.book.expired():
+                self._settle(seq, row)
 
     def _settle(self, seq: int, row: bytes) -> None:
         size = self.settings.group_size

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,21 +44,16 @@ from gymbus.bus import (
     Connection,
     Bus,
     ServeOptions,
-    is_served,
+    Verifier,
+    not_served,
     open_bus,
-    request,
-    retrying,
     served_agents,
     subjects,
-    wait_served,
 )
 from gymbus.functions import AGENT_KINDS, AGENTS, Agent, ModelOptions, policy_adapter
 from gymbus.schemas import (
-    CALL_RETRY,
-    DEADLINE,
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
-    SESSION,
     AgentRef,
     BusUnavailable,
     GymError,
@@ -76,7 +70,7 @@ from .._input import read_lines
 from .._metrics import Metrics
 from .._output import JsonlWriter, OutputPaths, sidecar
 from .._progress import ProgressView
-from .._workers import WorkerProcesses
+from .._workers import WorkerProcesses, start_workers
 from ._join import InputIndex, JoinTally
 from ._rescore import Disagreement, Stored, agrees, read_stored, rescored_row, unverified_row, verify_error
 
@@ -169,7 +163,7 @@ class _Failed:
 class _Verification:
     """What every row's verification needs."""
 
-    nc: Connection
+    verifier: Verifier
     options: VerifyOptions
     known: dict[str, Agent]
     served: set[str]
@@ -193,7 +187,8 @@ async def verify_rollouts(
             environments = sorted({known[name].environment for name in needed if name in known})
             workers = await _start_workers(environments, bus, options) if bus.embedded else None
             try:
-                verification = _Verification(bus.nc, options, known, await _served(bus.nc, environments, view), inputs)
+                served = await _served(bus, environments, view)
+                verification = _Verification(Verifier(bus.nc, options.timeouts), options, known, served, inputs)
                 view.start(total, already=0)
                 await _verify_all(verification, report, view, stop or asyncio.Event())
             finally:
@@ -265,27 +260,16 @@ async def _start_workers(environments: list[str], bus: Bus, options: VerifyOptio
     )
     log = VerifyPaths.for_output(options.output).workers_log
     workers = WorkerProcesses(serve, bus.url, log, auth=bus.worker_auth())
-    workers.start()
-    try:
-        await wait_served(
-            bus.nc, [*environments, "policy"], timeout=options.timeouts.worker_start, check=workers.check
-        )
-    except BaseException:
-        workers.stop(options.timeouts.drain)
-        raise
+    await start_workers(bus, [(workers, [*environments, "policy"])], options.timeouts)
     return workers
 
 
-async def _served(nc: Connection, environments: list[str], view: ProgressView) -> set[str]:
+async def _served(bus: Bus, environments: list[str], view: ProgressView) -> set[str]:
     """The environments some worker serves; a warning names each verify subject nobody does."""
-    served = set()
+    served = await bus.served(environments)
     for environment in environments:
-        if await is_served(nc, environment):
-            served.add(environment)
-        else:
-            view.note(
-                f"no worker serves {subjects.env_verify(environment)}: its rows go to the failures file"
-            )
+        if environment not in served:
+            view.note(not_served(subjects.env_verify(environment), "its rows go to the failures file"))
     return served
 
 
@@ -324,7 +308,7 @@ async def _verify_row(verification: _Verification, line: bytes, path: str, numbe
     if stored.environment not in verification.served:
         return _unserved(stored, path)
     try:
-        reply = await _request_verdict(verification.nc, stored, verification.options.timeouts)
+        reply = await verification.verifier.verdict(stored.environment, stored.body)
         row, fields, reward = rescored_row(stored.body, reply)
     except NoResponders:
         return _unserved(stored, path)
@@ -341,29 +325,10 @@ async def _verify_row(verification: _Verification, line: bytes, path: str, numbe
     return _Verified(stored, row, fields, reward)
 
 
-async def _request_verdict(nc: Connection, stored: Stored, timeouts: Timeouts) -> bytes:
-    """The verifier's reply; transient failures are tried again until the verify deadline."""
-    deadline = time.time() + timeouts.verify
-    headers = {SESSION: uuid.uuid4().hex, DEADLINE: f"{deadline:.3f}"}
-    subject = subjects.env_verify(stored.environment)
-
-    async def once() -> bytes:
-        left = max(0.001, deadline - time.time())
-        return await request(nc, subject, stored.body, timeout=left, headers=headers)
-
-    return await retrying(once, CALL_RETRY, should_retry=_transient, deadline=deadline)
-
-
-def _transient(error: GymError) -> bool:
-    return error.transient
-
-
 def _unserved(stored: Stored, path: str) -> _Failed:
     subject = subjects.env_verify(stored.environment)
     hint = f"start one with `gym-runner serve {stored.environment}`"
-    return _failed(
-        stored.body, stored.line, "no_worker", f"{path}:{stored.line}: no worker serves {subject}: {hint}"
-    )
+    return _failed(stored.body, stored.line, "no_worker", f"{path}:{stored.line}: {not_served(subject, hint)}")
 
 
 def _failed(line: bytes, number: int, failure_class: str, message: str) -> _Failed:
