@@ -78,14 +78,8 @@ from ._services import Endpoint, Handler, ServiceHost, ServiceSpec
 from ._sessions import SESSIONS_BUCKET, KvSessions
 from ._slots import Slots
 from ._verifier import Verifier
-from ._tasks import (
-    TaskConsumer,
-    add_results_consumer,
-    agent_consumer,
-    ensure_streams,
-    pull_results,
-    results_consumer,
-)
+from ._streams import add_results_consumer, ensure_streams, pull_results, results_consumer
+from ._tasks import TaskConsumer, agent_consumer
 
 __all__ = [
     "ADAPTERS_BUCKET",

@@ -53,6 +53,7 @@ from ._buckets import open_key_value
 from ._codec import encode
 from ._follow import KeyFollower
 from ._replicas import replicas_of
+from ._subjects import ADAPTER_SERVERS_BUCKET, ADAPTERS_BUCKET, POLICIES_BUCKET
 from ._forming import retry_while_forming
 
 __all__ = [
@@ -71,9 +72,6 @@ __all__ = [
 
 log = logging.getLogger("gymbus.policy")
 
-POLICIES_BUCKET = "gym_policies"
-ADAPTER_SERVERS_BUCKET = "gym_adapter_servers"
-ADAPTERS_BUCKET = "gym_adapters"
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
 """The files of a PEFT adapter directory that travel (vLLM reads these)."""
 

@@ -44,9 +44,7 @@ from gymbus.functions import AGENTS
 from gymbus.schemas import DEFAULT_TIMEOUTS
 
 from . import _subjects as subjects
-from ._policy import ADAPTER_SERVERS_BUCKET, ADAPTERS_BUCKET, POLICIES_BUCKET
-from ._runkeys import RUNS_BUCKET
-from ._sessions import SESSIONS_BUCKET
+from ._subjects import ADAPTER_SERVERS_BUCKET, ADAPTERS_BUCKET, POLICIES_BUCKET, RUNS_BUCKET, SESSIONS_BUCKET
 
 __all__ = [
     "Role",

@@ -67,7 +67,7 @@ from ._publish import TaskPublisher, task_headers
 from ._pull import Puller
 from ._buckets import open_key_value
 from ._runkeys import RUNS_BUCKET, run_key, task_token, token_matches
-from ._tasks import ensure_streams, pull_results, results_consumer
+from ._streams import ensure_streams, pull_results, results_consumer
 
 __all__ = ["RunClient", "RunResult"]
 

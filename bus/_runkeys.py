@@ -21,10 +21,10 @@ from gymbus.schemas import RESULTS_MAX_AGE, task_id
 
 from ._buckets import open_key_value
 from ._forming import retry_while_forming
+from ._subjects import RUNS_BUCKET
 
 __all__ = ["RUNS_BUCKET", "run_key", "task_token", "token_matches"]
 
-RUNS_BUCKET = "gym_runs"
 
 
 async def run_key(js: JetStreamContext, run_id: str, *, fresh: bool) -> bytes:

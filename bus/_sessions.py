@@ -14,11 +14,10 @@ from nats.js.kv import KeyValue
 from gymbus.schemas import DEFAULT_TIMEOUTS
 
 from ._buckets import open_key_value
-from ._subjects import is_name
+from ._subjects import SESSIONS_BUCKET, is_name
 
 __all__ = ["SESSIONS_BUCKET", "KvSessions"]
 
-SESSIONS_BUCKET = "gym_sessions"
 
 
 class KvSessions:

@@ -30,8 +30,13 @@ from gymbus.schemas import NotFound
 
 __all__ = [
     "ANYONE",
+    "ADAPTERS_BUCKET",
+    "ADAPTER_SERVERS_BUCKET",
     "CLAIMS_STREAM",
+    "POLICIES_BUCKET",
     "RESULTS_STREAM",
+    "RUNS_BUCKET",
+    "SESSIONS_BUCKET",
     "TASKS_STREAM",
     "UNROUTED_RUN",
     "agent_of_tasks",
@@ -69,6 +74,13 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 TASKS_STREAM = "GYM_TASKS"
 RESULTS_STREAM = "GYM_RESULTS"
 CLAIMS_STREAM = "GYM_CLAIMS"
+# Key-value and object buckets: named here, beside the streams, because the roles that
+# grant access to them are written before (and below) the modules that use them.
+RUNS_BUCKET = "gym_runs"
+SESSIONS_BUCKET = "gym_sessions"
+POLICIES_BUCKET = "gym_policies"
+ADAPTER_SERVERS_BUCKET = "gym_adapter_servers"
+ADAPTERS_BUCKET = "gym_adapters"
 ANYONE = "anyone"
 """The receiver of bodies sent on a subject no GymBus role serves (on a locked bus only a
 role that reads every body, the embedded server's `worker`, can read them)."""

@@ -1,9 +1,4 @@
-"""Durable rollout tasks: the JetStream streams, and the worker side of the task queue.
-
-    GYM_TASKS    work queue on `gym.tasks.<agent>`: one message per rollout, published with
-                 a deterministic `Nats-Msg-Id`, removed when an agent worker acks it.
-    GYM_RESULTS  `gym.results.<run>`: rewarded rollout rows, kept until the runner that
-                 asked for them has written them (or for `RESULTS_MAX_AGE`).
+"""Durable rollout tasks, the worker side of the task queue (the streams are `_streams`').
 
 An agent worker pulls from a durable consumer per agent, sends `in_progress` while a
 rollout runs (so a slow rollout is not taken for a dead one), publishes the result,
@@ -19,10 +14,9 @@ left to the runner, which hears of it from JetStream's MAX_DELIVERIES advisory.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import nats.errors
 import nats.js.errors
@@ -33,9 +27,6 @@ from nats.js.api import (
     AckPolicy,
     ConsumerConfig,
     DeliverPolicy,
-    RetentionPolicy,
-    StorageType,
-    StreamConfig,
 )
 from nats.micro.service import EndpointInfo, EndpointStats
 
@@ -65,102 +56,14 @@ from . import _subjects as subjects
 from ._claim_checks import check_in_when_room, check_out, needs_claim, release_claim
 from ._codec import nested_deeper
 from ._pull import Puller
-from ._replicas import replicas_of
 from ._retry import retrying
 from ._rollout import RolloutHandler
-from ._forming import PEERS_UNKNOWN, retry_while_forming
+from ._forming import retry_while_forming
+from ._streams import ensure_streams
 
-__all__ = [
-    "TaskConsumer",
-    "add_results_consumer",
-    "agent_consumer",
-    "ensure_streams",
-    "pull_results",
-    "results_consumer",
-]
+__all__ = ["TaskConsumer", "agent_consumer"]
 
 log = logging.getLogger("gymbus.tasks")
-
-
-async def ensure_streams(js: JetStreamContext) -> None:
-    """Create the task and result streams, or bring an existing one to this config (but
-    its replica count, which only the one that creates it sets: `bus._replicas`)."""
-    replicas = replicas_of(js)
-    for config in (
-        StreamConfig(
-            name=subjects.TASKS_STREAM,
-            subjects=[subjects.tasks_all()],
-            retention=RetentionPolicy.WORK_QUEUE,
-            storage=StorageType.FILE,
-            duplicate_window=120.0,
-            num_replicas=replicas,
-        ),
-        StreamConfig(
-            name=subjects.RESULTS_STREAM,
-            subjects=[subjects.results_all()],
-            retention=RetentionPolicy.LIMITS,
-            storage=StorageType.FILE,
-            duplicate_window=120.0,
-            max_age=RESULTS_MAX_AGE,
-            num_replicas=replicas,
-        ),
-    ):
-        await retry_while_forming(js, functools.partial(_add_or_update, js, config))
-
-
-async def _add_or_update(js: JetStreamContext, config: StreamConfig) -> None:
-    try:
-        await js.add_stream(config)
-    except nats.js.errors.BadRequestError as exc:
-        if exc.err_code == PEERS_UNKNOWN:
-            raise  # the cluster is forming: asked again by `retry_while_forming`
-        existing = await js.stream_info(config.name or "")
-        config.num_replicas = existing.config.num_replicas
-        if _differs(config, existing.config):
-            await js.update_stream(config)
-
-
-def _differs(wanted: StreamConfig, existing: StreamConfig) -> bool:
-    return any(
-        (getattr(wanted, name) or None) != (getattr(existing, name) or None)
-        for name in ("subjects", "retention", "storage", "duplicate_window", "max_age", "num_replicas")
-    )
-
-
-def results_consumer(run_id: str) -> str:
-    """The durable consumer through which the one process that asked for run `run_id` reads its results."""
-    return f"gym-run-{run_id}"
-
-
-async def add_results_consumer(js: JetStreamContext, run_id: str, limits: Limits, timeouts: Timeouts) -> str:
-    """Create the results consumer of run `run_id`, delivering from its first result; its name."""
-    name = results_consumer(run_id)
-    config = ConsumerConfig(
-        durable_name=name,
-        filter_subject=subjects.results(run_id),
-        deliver_policy=DeliverPolicy.ALL,
-        # Explicit, not ALL: acking the last of a batch would also ack results lost in
-        # transit during a reconnect, which then are never delivered again.
-        ack_policy=AckPolicy.EXPLICIT,
-        ack_wait=timeouts.result_ack_wait,
-        max_ack_pending=limits.result_window * 2,
-        inactive_threshold=RESULTS_MAX_AGE,
-    )
-    await retry_while_forming(js, lambda: js.add_consumer(subjects.RESULTS_STREAM, config))
-    return name
-
-
-async def pull_results(
-    nc: Client, run_id: str, on_message: Callable[[Msg], None], limits: Limits, timeouts: Timeouts
-) -> Puller:
-    """Start pulling the results of run `run_id`, from its first, into `on_message`."""
-    name = await add_results_consumer(nc.jetstream(timeout=timeouts.connect), run_id, limits, timeouts)
-    window = limits.result_window
-    puller = Puller(
-        nc, subjects.RESULTS_STREAM, name, window, on_message, batch=window // 4, timeouts=timeouts
-    )
-    await puller.start()
-    return puller
 
 
 def agent_consumer(agent: str) -> str:
