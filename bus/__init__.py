@@ -6,14 +6,14 @@ The contract it carries (structs, errors, limits, headers) is `schemas`'; the fu
 hosts are `functions`', which know nothing of NATS.
 """
 
-from . import _subjects as subjects
-from ._adapter_sync import AdapterSyncer, sync_adapters
-from ._auth import ENV_VARS, BusAuth, inbox_prefix_for
-from ._claim_checks import CLAIM, check_in, check_out, claim_store_config, ensure_claim_store, needs_claim, release_claim
-from ._codec import decode, decoder, encode, encode_error_reply, nested_deeper
-from ._connection import Bus, Connection, check_permitted, connect, nats_url_from_env, open_bus, split_urls
-from ._dead_letters import ExhaustedTasks
-from ._discovery import (
+from .wire import subjects
+from .policy import AdapterSyncer, sync_adapters
+from .security import ENV_VARS, BusAuth, inbox_prefix_for
+from .wire import CLAIM, check_in, check_out, claim_store_config, ensure_claim_store, needs_claim, release_claim
+from .wire import decode, decoder, encode, encode_error_reply, nested_deeper
+from .connection import Bus, Connection, check_permitted, connect, nats_url_from_env, open_bus, split_urls
+from .run import ExhaustedTasks
+from .connection import (
     QueueDepth,
     ServiceInfo,
     ServiceStats,
@@ -28,10 +28,10 @@ from ._discovery import (
     unserved,
     wait_served,
 )
-from ._embedded import EmbeddedServer, die_with_parent, find_server_binary, write_seed
-from ._python_gc import tune_gc
-from ._hosting import ServeOptions, environment_service, model_service, serve_functions, worker_role_name
-from ._policy import (
+from .connection import EmbeddedServer, die_with_parent, find_server_binary, write_seed
+from .connection import tune_gc
+from .hosting import ServeOptions, environment_service, model_service, serve_functions, worker_role_name
+from .policy import (
     ADAPTER_SERVERS_BUCKET,
     ADAPTERS_BUCKET,
     POLICIES_BUCKET,
@@ -43,12 +43,12 @@ from ._policy import (
     live_reports,
     policy_records,
 )
-from ._publish import TaskPublisher, task_headers
-from ._pull import Puller
-from ._replicas import replicas_from_env, replicas_of, set_replicas
-from ._request import request
-from ._retry import retrying
-from ._roles import (
+from .run import TaskPublisher, task_headers
+from .run import Puller
+from .cluster import replicas_from_env, replicas_of, set_replicas
+from .wire import request
+from .wire import retrying
+from .security import (
     Role,
     adapters_role,
     admin_role,
@@ -63,7 +63,7 @@ from ._roles import (
     server_authorization,
     worker_role,
 )
-from ._rollout import (
+from .hosting import (
     BusCalls,
     BusModels,
     RolloutHandler,
@@ -71,15 +71,15 @@ from ._rollout import (
     rollout_task_handler,
     run_rollout,
 )
-from ._run_book import RunBook, Submitted, not_served, unserved_row
-from ._run_client import RunClient, RunResult
-from ._runkeys import RUNS_BUCKET, run_key, task_token, token_matches
-from ._services import Endpoint, Handler, ServiceHost, ServiceSpec
-from ._sessions import SESSIONS_BUCKET, KvSessions
-from ._slots import Slots
-from ._verifier import Verifier
-from ._streams import add_results_consumer, ensure_streams, pull_results, results_consumer
-from ._tasks import TaskConsumer, agent_consumer
+from .run import RunBook, Submitted, not_served, unserved_row
+from .run import RunClient, RunResult
+from .run import RUNS_BUCKET, run_key, task_token, token_matches
+from .hosting import Endpoint, Handler, ServiceHost, ServiceSpec
+from .hosting import SESSIONS_BUCKET, KvSessions
+from .hosting import Slots
+from .run import Verifier
+from .run import add_results_consumer, ensure_streams, pull_results, results_consumer
+from .hosting import TaskConsumer, agent_consumer
 
 __all__ = [
     "ADAPTERS_BUCKET",

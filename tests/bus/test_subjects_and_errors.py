@@ -6,7 +6,7 @@ import pytest
 
 from gymbus import schemas
 from gymbus.bus import subjects
-from gymbus.bus._codec import encode_error_reply, error_from_reply
+from gymbus.bus.wire._codec import encode_error_reply, error_from_reply
 
 
 def test_subjects_follow_the_design() -> None:

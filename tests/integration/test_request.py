@@ -12,7 +12,7 @@ from nats.aio.msg import Msg
 
 from gymbus import bus
 from gymbus import schemas
-from gymbus.bus._request import WATCH_TASK
+from gymbus.bus.wire._request import WATCH_TASK
 
 
 def watchers() -> set[asyncio.Task[object]]:

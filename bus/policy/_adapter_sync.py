@@ -42,7 +42,7 @@ from gymbus.schemas import (
     redact_url,
 )
 
-from ._codec import encode
+from ..wire import encode
 from ._follow import KeyFollower
 from ._policy import ADAPTER_FILES, adapter_reports, adapter_store, policy_records
 
@@ -247,7 +247,7 @@ async def sync_adapters(
 ) -> None:
     """Keep `server`'s adapters of the policies named `name` current (files under
     `directory`) until `stop` is set: `gym-runner sync-adapters`."""
-    from ._connection import open_bus  # the connection module imports the embedded server
+    from ..connection import open_bus  # the connection module imports the embedded server
 
     async with open_bus(url, name=f"gym-sync-adapters:{redact_url(server)}", timeouts=timeouts, role="adapters") as bus:
         syncer = await AdapterSyncer.start(bus.nc, server, name, directory, timeouts)

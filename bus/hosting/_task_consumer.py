@@ -52,14 +52,14 @@ from gymbus.schemas import (
     task_id,
 )
 
-from . import _subjects as subjects
-from ._claim_checks import check_in_when_room, check_out, needs_claim, release_claim
-from ._codec import nested_deeper
-from ._pull import Puller
-from ._retry import retrying
+from ..wire import subjects
+from ..wire import check_in_when_room, check_out, needs_claim, release_claim
+from ..wire import nested_deeper
+from ..run import Puller
+from ..wire import retrying
 from ._rollout import RolloutHandler
-from ._forming import retry_while_forming
-from ._streams import ensure_streams
+from ..cluster import retry_while_forming
+from ..run import ensure_streams
 
 __all__ = ["TaskConsumer", "agent_consumer"]
 

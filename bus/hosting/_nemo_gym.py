@@ -41,8 +41,8 @@ from gymbus.schemas import (
     deadline_of,
 )
 
-from . import _subjects as subjects
-from ._request import request
+from ..wire import subjects
+from ..wire import request
 from ._rollout import BusModels, served_and_transient
 from ._services import Endpoint, Handler, ServiceHost, ServiceSpec
 from ._sessions import KvSessions

@@ -26,7 +26,7 @@ from nats.aio.subscription import Subscription
 
 from gymbus.schemas import DEFAULT_TIMEOUTS, Timeouts
 
-from . import _subjects as subjects
+from ..wire import subjects
 
 __all__ = ["Puller"]
 

@@ -56,9 +56,9 @@ from gymbus.schemas import (
     deadline_passed,
 )
 
-from . import _subjects as subjects
-from ._claim_checks import check_in, check_out, needs_claim
-from ._codec import encode_error_reply, nested_deeper
+from ..wire import subjects
+from ..wire import check_in, check_out, needs_claim
+from ..wire import encode_error_reply, nested_deeper
 from ._slots import Slots
 
 __all__ = ["Endpoint", "Handler", "Reporting", "ServiceHost", "ServiceSpec"]

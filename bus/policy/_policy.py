@@ -49,12 +49,12 @@ from gymbus.schemas import (
     policy_name_of,
 )
 
-from ._buckets import open_key_value
-from ._codec import encode
+from ..cluster import open_key_value
+from ..wire import encode
 from ._follow import KeyFollower
-from ._replicas import replicas_of
-from ._subjects import ADAPTER_SERVERS_BUCKET, ADAPTERS_BUCKET, POLICIES_BUCKET
-from ._forming import retry_while_forming
+from ..cluster import replicas_of
+from ..wire import ADAPTER_SERVERS_BUCKET, ADAPTERS_BUCKET, POLICIES_BUCKET
+from ..cluster import retry_while_forming
 
 __all__ = [
     "ADAPTERS_BUCKET",

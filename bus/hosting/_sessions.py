@@ -13,8 +13,8 @@ from nats.js.kv import KeyValue
 
 from gymbus.schemas import DEFAULT_TIMEOUTS
 
-from ._buckets import open_key_value
-from ._subjects import SESSIONS_BUCKET, is_name
+from ..cluster import open_key_value
+from ..wire import SESSIONS_BUCKET, is_name
 
 __all__ = ["SESSIONS_BUCKET", "KvSessions"]
 

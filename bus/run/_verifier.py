@@ -14,9 +14,9 @@ from nats.aio.client import Client
 
 from gymbus.schemas import CALL_RETRY, DEADLINE, DEFAULT_TIMEOUTS, SESSION, GymError, Timeouts
 
-from . import _subjects as subjects
-from ._request import request
-from ._retry import retrying
+from ..wire import subjects
+from ..wire import request
+from ..wire import retrying
 
 __all__ = ["Verifier"]
 

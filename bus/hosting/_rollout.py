@@ -63,10 +63,10 @@ from gymbus.schemas import (
     seconds_left,
 )
 
-from . import _subjects as subjects
-from ._codec import decode, encode
-from ._request import WorkerSilent, request
-from ._retry import retrying
+from ..wire import subjects
+from ..wire import decode, encode
+from ..wire import WorkerSilent, request
+from ..wire import retrying
 from ._services import Endpoint, ServiceSpec
 
 __all__ = [

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._subjects import is_name
+from ..wire import is_name
 
 __all__ = ["ENV_VARS", "BusAuth", "inbox_prefix_for"]
 

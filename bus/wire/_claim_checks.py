@@ -74,9 +74,9 @@ from gymbus.schemas import (
 )
 
 from . import _subjects as subjects
-from ._replicas import replicas_of
+from ..cluster import replicas_of
 from ._retry import retrying
-from ._forming import retry_while_forming
+from ..cluster import retry_while_forming
 
 __all__ = [
     "CLAIM",

@@ -19,9 +19,9 @@ from nats.js import JetStreamContext
 
 from gymbus.schemas import RESULTS_MAX_AGE, task_id
 
-from ._buckets import open_key_value
-from ._forming import retry_while_forming
-from ._subjects import RUNS_BUCKET
+from ..cluster import open_key_value
+from ..cluster import retry_while_forming
+from ..wire import RUNS_BUCKET
 
 __all__ = ["RUNS_BUCKET", "run_key", "task_token", "token_matches"]
 

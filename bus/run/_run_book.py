@@ -25,7 +25,7 @@ from typing import Any
 
 from gymbus.schemas import failure_row
 
-from . import _subjects as subjects
+from ..wire import subjects
 
 __all__ = ["RunBook", "Submitted", "not_served", "unserved_row"]
 

@@ -21,8 +21,8 @@ from nats.micro.service import ServiceInfo, ServiceStats
 
 from gymbus.schemas import DEFAULT_TIMEOUTS, BusUnavailable, NoResponders, RequestTimeout
 
-from . import _subjects as subjects
-from ._request import request
+from ..wire import subjects
+from ..wire import request
 
 __all__ = [
     "QueueDepth",

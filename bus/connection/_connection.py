@@ -26,11 +26,11 @@ from nats.js import JetStreamContext
 
 from gymbus.schemas import DEFAULT_TIMEOUTS, BusUnavailable, NotAuthorized, Timeouts, redact_url
 
-from ._auth import BusAuth
+from ..security import BusAuth
 from ._discovery import served_within, wait_served
 from ._embedded import EmbeddedServer
-from ._refusals import refusals
-from ._replicas import replicas_from_env, set_replicas
+from ..cluster import refusals
+from ..cluster import replicas_from_env, set_replicas
 
 __all__ = ["Bus", "Connection", "check_permitted", "connect", "nats_url_from_env", "open_bus", "split_urls"]
 

@@ -28,10 +28,10 @@ from nats.js.api import (
 
 from gymbus.schemas import RESULTS_MAX_AGE, Limits, Timeouts
 
-from . import _subjects as subjects
-from ._forming import PEERS_UNKNOWN, retry_while_forming
+from ..wire import subjects
+from ..cluster import PEERS_UNKNOWN, retry_while_forming
 from ._pull import Puller
-from ._replicas import replicas_of
+from ..cluster import replicas_of
 
 __all__ = ["add_results_consumer", "ensure_streams", "pull_results", "results_consumer"]
 

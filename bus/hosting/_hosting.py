@@ -44,15 +44,15 @@ from gymbus.schemas import (
     redact_url,
 )
 
-from . import _subjects as subjects
-from ._codec import decode, encode
-from ._connection import check_permitted, open_bus
+from ..wire import subjects
+from ..wire import decode, encode
+from ..connection import check_permitted, open_bus
 from ._nemo_gym import nemo_gym_servers
-from ._policy import PolicyVersions
+from ..policy import PolicyVersions
 from ._rollout import BusModels, agent_service, rollout_task_handler
 from ._services import Endpoint, ServiceHost, ServiceSpec
 from ._sessions import KvSessions
-from ._tasks import TaskConsumer
+from ._task_consumer import TaskConsumer
 
 __all__ = [
     "ServeOptions",

@@ -60,12 +60,12 @@ from gymbus.schemas import (
     header_int,
 )
 
-from . import _subjects as subjects
-from ._claim_checks import check_out, ensure_claim_store, release_claim
+from ..wire import subjects
+from ..wire import check_out, ensure_claim_store, release_claim
 from ._dead_letters import ExhaustedTasks
 from ._publish import TaskPublisher, task_headers
 from ._pull import Puller
-from ._buckets import open_key_value
+from ..cluster import open_key_value
 from ._runkeys import RUNS_BUCKET, run_key, task_token, token_matches
 from ._streams import ensure_streams, pull_results, results_consumer
 

@@ -21,7 +21,7 @@ from nats.aio.subscription import Subscription
 
 from gymbus.schemas import RUN, SEQ, header_int
 
-from . import _subjects as subjects
+from ..wire import subjects
 
 __all__ = ["ExhaustedTasks"]
 

@@ -28,7 +28,7 @@ from gymbus.schemas import (
     task_id,
 )
 
-from ._claim_checks import check_in_when_room, needs_claim
+from ..wire import check_in_when_room, needs_claim
 
 __all__ = ["TaskPublisher", "task_headers"]
 

@@ -1,0 +1,21 @@
+"""Setting up the bus's storage on a cluster that may still be forming: replica counts,
+key-value buckets, and the server's refusals told apart from its being away.
+"""
+
+from __future__ import annotations
+
+from ._forming import PEERS_UNKNOWN, retry_while_forming
+from ._replicas import replicas_from_env, replicas_of, set_replicas
+from ._buckets import open_key_value
+from ._refusals import refusals, was_refused
+
+__all__ = [
+    "PEERS_UNKNOWN",
+    "open_key_value",
+    "refusals",
+    "replicas_from_env",
+    "replicas_of",
+    "retry_while_forming",
+    "set_replicas",
+    "was_refused",
+]

@@ -1,0 +1,37 @@
+"""The run protocol, client side: a runner's tasks (signed, deduplicated, durable), their
+results, the tasks JetStream gave up on, the run's bookkeeping (`RunBook`), and verdicts
+asked for outside a rollout (`Verifier`).
+"""
+
+from __future__ import annotations
+
+from ._run_client import RunClient, RunResult
+from ._run_book import RunBook, Submitted, not_served, unserved_row
+from ._publish import TaskPublisher, task_headers
+from ._runkeys import RUNS_BUCKET, run_key, task_token, token_matches
+from ._pull import Puller
+from ._dead_letters import ExhaustedTasks
+from ._verifier import Verifier
+from ._streams import add_results_consumer, ensure_streams, pull_results, results_consumer
+
+__all__ = [
+    "ExhaustedTasks",
+    "Puller",
+    "RUNS_BUCKET",
+    "RunBook",
+    "RunClient",
+    "RunResult",
+    "Submitted",
+    "TaskPublisher",
+    "Verifier",
+    "add_results_consumer",
+    "ensure_streams",
+    "not_served",
+    "pull_results",
+    "results_consumer",
+    "run_key",
+    "task_headers",
+    "task_token",
+    "token_matches",
+    "unserved_row",
+]
