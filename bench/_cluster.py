@@ -310,7 +310,7 @@ class NatsServers:
             config.write_text(self._config(node))
             with open(self.workdir / f"n{node}.log", "ab") as log:
                 self.processes.append(
-                    subprocess.Popen([bus.find_server_binary(), "-c", str(config)], stdout=log, stderr=log)
+                    subprocess.Popen([bus.connection.find_server_binary(), "-c", str(config)], stdout=log, stderr=log)
                 )
 
     def _jetstream_ready(self) -> bool:
@@ -345,7 +345,7 @@ class NatsServers:
         with open(self.workdir / f"n{node}.log", "ab") as log:
             config = self.workdir / f"n{node}.conf"
             self.processes[node] = subprocess.Popen(
-                [bus.find_server_binary(), "-c", str(config)], stdout=log, stderr=log
+                [bus.connection.find_server_binary(), "-c", str(config)], stdout=log, stderr=log
             )
         wait_until(self._jetstream_ready, 30, "the restarted server")
 

@@ -288,7 +288,7 @@ async def _poison_queue(url: str, run: str, bodies: tuple[bytes, ...]) -> tuple[
         await nc.subscribe(bus.subjects.results(run), cb=keep)
         js = nc.jetstream()
         for seq, body in enumerate(bodies):
-            headers = bus.task_headers(run, seq, 0, time.time() + 600)
+            headers = bus.run.task_headers(run, seq, 0, time.time() + 600)
             await js.publish(bus.subjects.tasks(WEATHER_AGENT), body, headers=headers)
         deadline = time.monotonic() + 30
         while len(results) < len(bodies) and time.monotonic() < deadline:

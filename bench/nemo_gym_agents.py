@@ -86,7 +86,7 @@ async def _fixed(params: ResponsesCreateParams) -> Response:
 
 async def _model_server() -> tuple[web.AppRunner, int]:
     """A loopback model server answering every `/v1/responses` at once, as NeMo Gym's would."""
-    body = json.dumps({**json.loads(bus.encode(_answer())), "parallel_tool_calls": True, "tool_choice": "auto",
+    body = json.dumps({**json.loads(bus.wire.encode(_answer())), "parallel_tool_calls": True, "tool_choice": "auto",
                        "tools": []}).encode()  # fmt: skip
 
     async def responses(request: web.Request) -> web.Response:

@@ -220,7 +220,7 @@ async def _latencies(url: str, samples: int) -> tuple[float, float]:
 
     await nc.subscribe(bus.subjects.results("p6"), cb=arrived)
     js = nc.jetstream()
-    await bus.ensure_streams(js)
+    await bus.run.ensure_streams(js)
     queued = []
     for seq in range(samples):
         started = time.perf_counter()

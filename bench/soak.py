@@ -241,7 +241,7 @@ async def _purge_as_producer(url: str, key: Path) -> str | None:
                     pass  # refused: the server drops the request and says so
         await nc.publish(bus.subjects.results("soak"), b'{"reward": 999.0}')
         try:
-            await bus.check_permitted(nc, [bus.subjects.results("soak")], "producer")
+            await bus.connection.check_permitted(nc, [bus.subjects.results("soak")], "producer")
         except NotAuthorized:
             return None
         return "publish a result"

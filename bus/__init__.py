@@ -1,195 +1,105 @@
 """NATS plumbing, and the hosting that turns functions into services, task consumers and
-callers: connection, embedded server, subjects, codec, service host, task queue, session
-state, claim checks and retries.
+callers. The contract it carries (structs, errors, limits, headers) is `schemas`'; the
+functions it hosts are `functions`', which know nothing of NATS.
 
-The contract it carries (structs, errors, limits, headers) is `schemas`'; the functions it
-hosts are `functions`', which know nothing of NATS.
+Its rooms, from the bottom up (each imports only the ones before it):
+
+    cluster     the bus's storage on a cluster that may still be forming
+    wire        subjects, encoding, requests, retries, claim checks
+    security    credentials and roles
+    connection  connecting, the embedded server, who serves what
+    policy      the policy under training: versions, adapters, syncers
+    run         the run protocol's client side: `RunClient`, `RunBook`, `Verifier`
+    hosting     services, environments, models, agents, an agent worker's task consumer
+
+This module exports what runners and users need; the rest is the rooms' own (`gymbus.bus.run`, ...).
 """
 
-from .wire import subjects
-from .policy import AdapterSyncer, sync_adapters
-from .security import ENV_VARS, BusAuth, inbox_prefix_for
-from .wire import CLAIM, check_in, check_out, claim_store_config, ensure_claim_store, needs_claim, release_claim
-from .wire import decode, decoder, encode, encode_error_reply, nested_deeper
-from .connection import Bus, Connection, check_permitted, connect, nats_url_from_env, open_bus, split_urls
-from .run import ExhaustedTasks
 from .connection import (
+    Bus,
+    Connection,
+    EmbeddedServer,
     QueueDepth,
-    ServiceInfo,
     ServiceStats,
+    connect,
+    die_with_parent,
     is_served,
     model_servers,
+    nats_url_from_env,
+    open_bus,
     served_agents,
     served_within,
-    served_subjects,
     service_infos,
     service_stats,
     task_queues,
+    tune_gc,
     unserved,
     wait_served,
-)
-from .connection import EmbeddedServer, die_with_parent, find_server_binary, write_seed
-from .connection import tune_gc
-from .hosting import ServeOptions, environment_service, model_service, serve_functions, worker_role_name
-from .policy import (
-    ADAPTER_SERVERS_BUCKET,
-    ADAPTERS_BUCKET,
-    POLICIES_BUCKET,
-    PolicyPublisher,
-    PolicyVersions,
-    Published,
-    adapter_reports,
-    adapter_store,
-    live_reports,
-    policy_records,
-)
-from .run import TaskPublisher, task_headers
-from .run import Puller
-from .cluster import replicas_from_env, replicas_of, set_replicas
-from .wire import request
-from .wire import retrying
-from .security import (
-    Role,
-    adapters_role,
-    admin_role,
-    agent_role,
-    combined_role,
-    environment_role,
-    hosted_server_role,
-    model_role,
-    monitor_role,
-    producer_role,
-    runner_role,
-    server_authorization,
-    worker_role,
+    write_seed,
 )
 from .hosting import (
-    BusCalls,
-    BusModels,
-    RolloutHandler,
-    agent_service,
-    rollout_task_handler,
-    run_rollout,
+    Endpoint,
+    Handler,
+    ServeOptions,
+    ServiceHost,
+    ServiceSpec,
+    Slots,
+    TaskConsumer,
+    environment_service,
+    model_service,
+    serve_functions,
 )
-from .run import RunBook, Submitted, not_served, unserved_row
-from .run import RunClient, RunResult
-from .run import RUNS_BUCKET, run_key, task_token, token_matches
-from .hosting import Endpoint, Handler, ServiceHost, ServiceSpec
-from .hosting import SESSIONS_BUCKET, KvSessions
-from .hosting import Slots
-from .run import Verifier
-from .run import add_results_consumer, ensure_streams, pull_results, results_consumer
-from .hosting import TaskConsumer, agent_consumer
+from .policy import AdapterSyncer, PolicyPublisher, Published, sync_adapters
+from .run import RunBook, RunClient, RunResult, Submitted, Verifier, not_served, unserved_row
+from .security import ENV_VARS, BusAuth, Role
+from .wire import nested_deeper, request, subjects
 
 __all__ = [
-    "ADAPTERS_BUCKET",
-    "ADAPTER_SERVERS_BUCKET",
-    "CLAIM",
     "ENV_VARS",
-    "POLICIES_BUCKET",
-    "RUNS_BUCKET",
-    "SESSIONS_BUCKET",
-    "Bus",
     "AdapterSyncer",
+    "Bus",
     "BusAuth",
-    "BusCalls",
-    "BusModels",
     "Connection",
     "EmbeddedServer",
     "Endpoint",
-    "ExhaustedTasks",
     "Handler",
-    "KvSessions",
     "PolicyPublisher",
-    "PolicyVersions",
     "Published",
-    "Puller",
     "QueueDepth",
     "Role",
-    "RolloutHandler",
     "RunBook",
     "RunClient",
     "RunResult",
     "ServeOptions",
     "ServiceHost",
-    "ServiceInfo",
     "ServiceSpec",
     "ServiceStats",
-    "Verifier",
     "Slots",
     "Submitted",
     "TaskConsumer",
-    "TaskPublisher",
-    "adapter_reports",
-    "adapters_role",
-    "adapter_store",
-    "add_results_consumer",
-    "admin_role",
-    "agent_consumer",
-    "agent_role",
-    "agent_service",
-    "check_in",
-    "check_out",
-    "check_permitted",
-    "claim_store_config",
-    "combined_role",
+    "Verifier",
     "connect",
-    "decode",
-    "decoder",
     "die_with_parent",
-    "encode",
-    "encode_error_reply",
-    "ensure_claim_store",
-    "ensure_streams",
-    "environment_role",
     "environment_service",
-    "find_server_binary",
-    "hosted_server_role",
-    "inbox_prefix_for",
     "is_served",
-    "live_reports",
-    "model_role",
     "model_servers",
     "model_service",
-    "monitor_role",
     "nats_url_from_env",
-    "needs_claim",
-    "not_served",
     "nested_deeper",
+    "not_served",
     "open_bus",
-    "policy_records",
-    "producer_role",
-    "pull_results",
-    "release_claim",
-    "replicas_from_env",
-    "replicas_of",
     "request",
-    "results_consumer",
-    "retrying",
-    "rollout_task_handler",
-    "run_key",
-    "run_rollout",
-    "runner_role",
     "serve_functions",
     "served_agents",
     "served_within",
-    "served_subjects",
-    "server_authorization",
     "service_infos",
     "service_stats",
-    "set_replicas",
-    "split_urls",
-    "sync_adapters",
     "subjects",
-    "task_headers",
+    "sync_adapters",
     "task_queues",
-    "task_token",
-    "token_matches",
     "tune_gc",
     "unserved",
     "unserved_row",
     "wait_served",
-    "worker_role",
-    "worker_role_name",
     "write_seed",
 ]

@@ -141,11 +141,11 @@ def test_nats_server_accepts_the_rendered_config(rendered: dict[str, str], tmp_p
         conf = conf.replace(pod_path, str(real))
     (tmp_path / "nats.conf").write_text(conf)
     env = {**os.environ, "SERVER_NAME": "nats-0", "POD_NAME": "nats-0"}
-    checked = subprocess.run([bus.find_server_binary(), "-t", "-c", str(tmp_path / "nats.conf")],
+    checked = subprocess.run([bus.connection.find_server_binary(), "-t", "-c", str(tmp_path / "nats.conf")],
                              env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert checked.returncode == 0 and "is valid" in checked.stdout + checked.stderr, checked.stderr
     broken = conf.replace('"ping_max": 2', '"ping_max": "two"')  # the check can fail
     (tmp_path / "broken.conf").write_text(broken)
-    refused = subprocess.run([bus.find_server_binary(), "-t", "-c", str(tmp_path / "broken.conf")],
+    refused = subprocess.run([bus.connection.find_server_binary(), "-t", "-c", str(tmp_path / "broken.conf")],
                              env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert refused.returncode != 0

@@ -2,8 +2,6 @@
 key-value buckets, and the server's refusals told apart from its being away.
 """
 
-from __future__ import annotations
-
 from ._forming import PEERS_UNKNOWN, retry_while_forming
 from ._replicas import replicas_from_env, replicas_of, set_replicas
 from ._buckets import open_key_value

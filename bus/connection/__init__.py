@@ -2,8 +2,6 @@
 starts when no `NATS_URL` is set, and who serves what on the bus (discovery).
 """
 
-from __future__ import annotations
-
 from ._connection import Bus, Connection, check_permitted, connect, nats_url_from_env, open_bus, split_urls
 from ._embedded import EmbeddedServer, die_with_parent, find_server_binary, write_seed
 from ._python_gc import tune_gc

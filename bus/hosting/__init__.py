@@ -3,8 +3,6 @@ models and agents on their subjects, a rollout's calls, session state, and an ag
 worker's side of the task queue.
 """
 
-from __future__ import annotations
-
 from ._hosting import ServeOptions, environment_service, model_service, serve_functions, worker_role_name
 from ._services import Endpoint, Handler, Reporting, ServiceHost, ServiceSpec
 from ._rollout import (
@@ -17,7 +15,7 @@ from ._rollout import (
     run_rollout,
     served_and_transient,
 )
-from ._sessions import SESSIONS_BUCKET, KvSessions
+from ._sessions import KvSessions
 from ._slots import Slots
 from ._nemo_gym import HostedServers, hosted_environment_service, nemo_gym_servers
 from ._task_consumer import TaskConsumer, agent_consumer
@@ -31,7 +29,6 @@ __all__ = [
     "KvSessions",
     "Reporting",
     "RolloutHandler",
-    "SESSIONS_BUCKET",
     "ServeOptions",
     "ServiceHost",
     "ServiceSpec",

@@ -16,8 +16,7 @@ from gymbus.schemas import DEFAULT_TIMEOUTS
 from ..cluster import open_key_value
 from ..wire import SESSIONS_BUCKET, is_name
 
-__all__ = ["SESSIONS_BUCKET", "KvSessions"]
-
+__all__ = ["KvSessions"]
 
 
 class KvSessions:

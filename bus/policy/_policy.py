@@ -57,9 +57,6 @@ from ..wire import ADAPTER_SERVERS_BUCKET, ADAPTERS_BUCKET, POLICIES_BUCKET
 from ..cluster import retry_while_forming
 
 __all__ = [
-    "ADAPTERS_BUCKET",
-    "ADAPTER_SERVERS_BUCKET",
-    "POLICIES_BUCKET",
     "PolicyPublisher",
     "PolicyVersions",
     "Published",

@@ -3,12 +3,10 @@ results, the tasks JetStream gave up on, the run's bookkeeping (`RunBook`), and 
 asked for outside a rollout (`Verifier`).
 """
 
-from __future__ import annotations
-
 from ._run_client import RunClient, RunResult
 from ._run_book import RunBook, Submitted, not_served, unserved_row
 from ._publish import TaskPublisher, task_headers
-from ._runkeys import RUNS_BUCKET, run_key, task_token, token_matches
+from ._runkeys import run_key, task_token, token_matches
 from ._pull import Puller
 from ._dead_letters import ExhaustedTasks
 from ._verifier import Verifier
@@ -17,7 +15,6 @@ from ._streams import add_results_consumer, ensure_streams, pull_results, result
 __all__ = [
     "ExhaustedTasks",
     "Puller",
-    "RUNS_BUCKET",
     "RunBook",
     "RunClient",
     "RunResult",

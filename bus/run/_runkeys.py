@@ -23,8 +23,7 @@ from ..cluster import open_key_value
 from ..cluster import retry_while_forming
 from ..wire import RUNS_BUCKET
 
-__all__ = ["RUNS_BUCKET", "run_key", "task_token", "token_matches"]
-
+__all__ = ["run_key", "task_token", "token_matches"]
 
 
 async def run_key(js: JetStreamContext, run_id: str, *, fresh: bool) -> bytes:

@@ -2,8 +2,6 @@
 subjects, streams and buckets.
 """
 
-from __future__ import annotations
-
 from ._auth import ENV_VARS, BusAuth, inbox_prefix_for
 from ._roles import (
     Role,

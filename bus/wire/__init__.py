@@ -2,8 +2,6 @@
 timeout and error reply, retries, and claim checks for bodies over the max payload.
 """
 
-from __future__ import annotations
-
 from . import _subjects as subjects
 from ._subjects import (
     ADAPTERS_BUCKET,

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gymbus.bus import (
-    Role,
+from gymbus.bus import Role, write_seed
+from gymbus.bus.security import (
     adapters_role,
     admin_role,
     agent_role,
@@ -36,7 +36,6 @@ from gymbus.bus import (
     producer_role,
     runner_role,
     server_authorization,
-    write_seed,
 )
 from gymbus.functions import AGENTS, ENVIRONMENTS, agents_of
 from gymbus.functions.nemo_gym import PREFIX, ServerOutline, outline

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from gymbus.bus import decode, nested_deeper
+from gymbus.bus import nested_deeper
+from gymbus.bus.wire import decode
 from gymbus.schemas import DEFAULT_LIMITS, BadRequest
 
 LIMIT = DEFAULT_LIMITS.max_depth

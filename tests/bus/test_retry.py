@@ -7,7 +7,7 @@ import time
 import pytest
 
 from gymbus import schemas
-from gymbus.bus import retrying
+from gymbus.bus.wire import retrying
 from gymbus.schemas import RetryPolicy
 
 FAST = RetryPolicy(attempts=4, base=0.001, cap=0.01)

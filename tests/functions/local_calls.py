@@ -38,7 +38,7 @@ class LocalCalls:
 
     async def seed(self, row: bytes) -> bytes:
         if self.env.seed is not None:
-            await self.env.seed(bus.decode(row, self.env.seed_request), self.session)
+            await self.env.seed(bus.wire.decode(row, self.env.seed_request), self.session)
         return b"{}"
 
     async def model(self, params: ResponsesCreateParams, model: str | None = None) -> Response:
@@ -48,12 +48,12 @@ class LocalCalls:
         tools = {tool.name: tool for tool in self.env.tools}
         if name not in tools:
             raise schemas.NotFound(f"environment {self.env.name} has no tool named {name!r}")
-        args = bus.decode(arguments.encode(), tools[name].args_type, f"arguments of tool {name}")
-        return bus.encode(await tools[name].fn(args, self.session)).decode()
+        args = bus.wire.decode(arguments.encode(), tools[name].args_type, f"arguments of tool {name}")
+        return bus.wire.encode(await tools[name].fn(args, self.session)).decode()
 
     async def verify(self, row: bytes, response: Response) -> bytes:
-        request = bus.decode(merge_row(row, response=response), self.env.verify_request)
-        return bus.encode(await self.env.verify(request, self.session))
+        request = bus.wire.decode(merge_row(row, response=response), self.env.verify_request)
+        return bus.wire.encode(await self.env.verify(request, self.session))
 
 
 def scripted(*turns: list[tuple[str, str]] | str) -> ModelFunction:

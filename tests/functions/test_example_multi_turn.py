@@ -64,4 +64,4 @@ def test_a_row_without_expected_cities_is_a_bad_request() -> None:
     }
     env = ENVIRONMENTS["example_multi_turn"]
     with pytest.raises(schemas.BadRequest, match="expected_cities"):
-        bus.decode(json.dumps(body).encode(), env.verify_request, "verify request")
+        bus.wire.decode(json.dumps(body).encode(), env.verify_request, "verify request")

@@ -324,7 +324,7 @@ async def test_a_row_without_expected_answer_is_a_bad_request() -> None:
     env = ENVIRONMENTS["google_search"]
     body = b'{"responses_create_params": {"input": "q"}, "response": {"id": "r", "created_at": 0, "model": "m", "output": []}}'
     with pytest.raises(schemas.BadRequest, match="expected_answer"):
-        bus.decode(body, env.verify_request, "verify request")
+        bus.wire.decode(body, env.verify_request, "verify request")
 
 
 def test_the_environment_serves_the_agent_nemo_gym_datasets_name() -> None:

@@ -21,7 +21,7 @@ ROW = json.loads((EXAMPLES / "math_advanced_calculations.jsonl").read_text().spl
 
 
 async def call(name: str, arguments: dict[str, Any]) -> float:
-    operands = bus.decode(json.dumps(arguments).encode(), Operands)
+    operands = bus.wire.decode(json.dumps(arguments).encode(), Operands)
     solution = await TOOLS[name].fn(operands, Session(id="s"))
     return msgspec.to_builtins(solution)["solution"]  # type: ignore[no-any-return]
 
@@ -87,7 +87,7 @@ async def test_bad_calls_are_readable_errors(name: str, arguments: dict[str, Any
 
 def test_a_wrong_typed_argument_is_a_readable_bad_request() -> None:
     with pytest.raises(schemas.BadRequest, match=r"Expected `float \| null`, got `str` - at `\$.a`"):
-        bus.decode(b'{"a": "x", "b": 1.0}', Operands, "arguments of tool add")
+        bus.wire.decode(b'{"a": "x", "b": 1.0}', Operands, "arguments of tool add")
 
 
 def solved(value: Any, call_id: str = "c") -> dict[str, Any]:
@@ -96,7 +96,7 @@ def solved(value: Any, call_id: str = "c") -> dict[str, Any]:
 
 async def verify(output: list[dict[str, Any]], **row: Any) -> dict[str, Any]:
     body = {**ROW, **row, "response": {"id": "r", "created_at": 0, "model": "m", "output": output}}
-    request = bus.decode(json.dumps(body).encode(), CalculationsVerifyRequest)
+    request = bus.wire.decode(json.dumps(body).encode(), CalculationsVerifyRequest)
     return msgspec.to_builtins(await ENV.verify(request, Session(id="s")))  # type: ignore[no-any-return]
 
 
@@ -160,6 +160,6 @@ async def test_a_bad_ground_truth_earns_zero_with_a_reason(ground_truth: str, er
 async def test_a_row_without_ground_truth_earns_zero_with_a_reason() -> None:
     body = {k: v for k, v in ROW.items() if k != "ground_truth"}
     body["response"] = {"id": "r", "created_at": 0, "model": "m", "output": [solved(5.2)]}
-    request = bus.decode(json.dumps(body).encode(), CalculationsVerifyRequest)
+    request = bus.wire.decode(json.dumps(body).encode(), CalculationsVerifyRequest)
     result = await ENV.verify(request, Session(id="s"))
     assert (result.reward, result.error_type) == (0.0, "missing_ground_truth")

@@ -39,7 +39,7 @@ def lookup(synonym: str) -> dict[str, Any]:
 
 async def verify(output: list[dict[str, Any]], **row: Any) -> dict[str, Any]:
     body = {**ROW, **row, "response": {"id": "r", "created_at": 0, "model": "m", "output": output}}
-    request = bus.decode(json.dumps(body).encode(), SynonymVerifyRequest)
+    request = bus.wire.decode(json.dumps(body).encode(), SynonymVerifyRequest)
     return msgspec.to_builtins(await ENV.verify(request, Session(id="s")))  # type: ignore[no-any-return]
 
 
@@ -62,7 +62,7 @@ async def test_a_synonyms_value_is_the_sum_of_its_code_points() -> None:
 )
 def test_wrong_arguments_are_a_readable_bad_request(tool: int, arguments: bytes, message: str) -> None:
     with pytest.raises(schemas.BadRequest, match=message):
-        bus.decode(arguments, ENV.tools[tool].args_type, "arguments")
+        bus.wire.decode(arguments, ENV.tools[tool].args_type, "arguments")
 
 
 async def test_the_right_values_in_order_earn_one() -> None:
@@ -148,7 +148,7 @@ async def test_a_row_without_valid_expected_values_earns_zero_with_a_reason(row:
     assert result["reward"] == 0.0 and result["error_type"] == "invalid_expected_synonym_values"
     body = {k: v for k, v in ROW.items() if k != "expected_synonym_values"}
     body["response"] = {"id": "r", "created_at": 0, "model": "m", "output": [extract([711, 407])]}
-    missing = await ENV.verify(bus.decode(json.dumps(body).encode(), SynonymVerifyRequest), Session(id="s"))
+    missing = await ENV.verify(bus.wire.decode(json.dumps(body).encode(), SynonymVerifyRequest), Session(id="s"))
     assert missing.reward == 0.0 and missing.error_type == "invalid_expected_synonym_values"
 
 

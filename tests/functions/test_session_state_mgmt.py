@@ -48,7 +48,7 @@ async def count(session: Session) -> int:
 
 async def verify(session: Session, output: list[dict[str, Any]] | None = None, **row: Any) -> dict[str, Any]:
     body = {**ROW, **row, "response": {"id": "r", "created_at": 0, "model": "m", "output": output or []}}
-    request = bus.decode(json.dumps(body).encode(), CounterVerifyRequest)
+    request = bus.wire.decode(json.dumps(body).encode(), CounterVerifyRequest)
     return msgspec.to_builtins(await ENV.verify(request, session))  # type: ignore[no-any-return]
 
 
@@ -117,14 +117,14 @@ async def test_tools_of_an_unseeded_session_are_not_found() -> None:
 )
 def test_wrong_arguments_are_a_readable_bad_request(arguments: bytes, message: str) -> None:
     with pytest.raises(schemas.BadRequest, match=message):
-        bus.decode(arguments, ENV.tools[0].args_type, "arguments of tool increment_counter")
+        bus.wire.decode(arguments, ENV.tools[0].args_type, "arguments of tool increment_counter")
 
 
 def test_a_row_without_an_integer_initial_count_cannot_be_seeded() -> None:
     with pytest.raises(schemas.BadRequest, match="initial_count"):
-        bus.decode(b'{"responses_create_params": {"input": "hi"}}', ENV.seed_request, "seed request")
+        bus.wire.decode(b'{"responses_create_params": {"input": "hi"}}', ENV.seed_request, "seed request")
     with pytest.raises(schemas.BadRequest, match="initial_count"):
-        bus.decode(b'{"responses_create_params": {"input": "hi"}, "initial_count": "3"}', ENV.seed_request)
+        bus.wire.decode(b'{"responses_create_params": {"input": "hi"}, "initial_count": "3"}', ENV.seed_request)
 
 
 async def test_reward_is_whether_the_counter_equals_the_expected_count() -> None:
@@ -173,7 +173,7 @@ async def test_a_rollout_collected_earlier_reproduces_its_reward_in_a_fresh_sess
     calls = LocalCalls(ENV, session="gone", policy=solution())
     rollout = json.loads(await simple_agent(json.dumps(ROW).encode(), calls, 8))
     assert rollout["reward"] == 1.0
-    request = bus.decode(json.dumps(rollout).encode(), CounterVerifyRequest)
+    request = bus.wire.decode(json.dumps(rollout).encode(), CounterVerifyRequest)
     assert (await ENV.verify(request, Session(id="re-verify"))).reward == 1.0
 
 
@@ -195,7 +195,7 @@ async def test_a_bad_expected_count_earns_zero_with_a_reason(expected: Any, erro
 async def test_a_row_without_expected_count_earns_zero_with_a_reason() -> None:
     body = {k: v for k, v in ROW.items() if k != "expected_count"}
     body["response"] = {"id": "r", "created_at": 0, "model": "m", "output": []}
-    request = bus.decode(json.dumps(body).encode(), CounterVerifyRequest)
+    request = bus.wire.decode(json.dumps(body).encode(), CounterVerifyRequest)
     result = await ENV.verify(request, await seeded(6))
     assert (result.reward, result.error_type) == (0.0, "missing_expected_count")
 

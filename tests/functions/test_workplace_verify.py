@@ -40,7 +40,7 @@ async def reward(
         "ground_truth": ground_truth,
         "response": response(*predicted),
     }
-    request = bus.decode(msgspec.json.encode(body), ENV.verify_request)
+    request = bus.wire.decode(msgspec.json.encode(body), ENV.verify_request)
     return (await ENV.verify(request, Session(id="verify"))).reward
 
 
@@ -153,4 +153,4 @@ async def test_null_arguments_are_replayed_as_given() -> None:
 def test_a_row_without_ground_truth_is_a_bad_request() -> None:
     body = {"responses_create_params": {"input": "x"}, "response": response()}
     with pytest.raises(schemas.BadRequest, match="ground_truth"):
-        bus.decode(msgspec.json.encode(body), ENV.verify_request)
+        bus.wire.decode(msgspec.json.encode(body), ENV.verify_request)

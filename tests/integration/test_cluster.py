@@ -63,9 +63,9 @@ def test_workers_started_with_the_cluster_set_up_once_it_has_settled(tmp_path: P
         nc = await bus.connect(url, name="test", replicas=3)
         try:
             js = nc.jetstream()
-            await bus.KvSessions.open(js, WEATHER)
-            await bus.ensure_streams(js)
-            await bus.add_results_consumer(js, "settling", schemas.DEFAULT_LIMITS, schemas.DEFAULT_TIMEOUTS)
+            await bus.hosting.KvSessions.open(js, WEATHER)
+            await bus.run.ensure_streams(js)
+            await bus.run.add_results_consumer(js, "settling", schemas.DEFAULT_LIMITS, schemas.DEFAULT_TIMEOUTS)
         finally:
             await nc.close()
 

@@ -14,7 +14,8 @@ import pytest
 from nats.aio.client import Client
 
 from gymbus import bus
-from gymbus.bus import ServeOptions, environment_service, model_service, run_rollout, serve_functions, subjects
+from gymbus.bus import ServeOptions, environment_service, model_service, serve_functions, subjects
+from gymbus.bus.hosting import run_rollout
 from gymbus.functions import AGENTS, ENVIRONMENTS, MemoryState
 from gymbus.functions.environments._sandbox import describe
 from gymbus.schemas import DEADLINE, SESSION, ContentPart, DeadlineExceeded, Item, Response, ResponsesCreateParams

@@ -89,12 +89,12 @@ async def test_a_producer_cannot_read_results(secured: tuple[NatsServers, Secure
         await nc.subscribe("gym.results.>", cb=_ignore)
         await nc.flush()
         with pytest.raises(NotAuthorized, match=r"gym\.results\.>"):
-            await bus.check_permitted(nc, ["gym.results.>"], "runner")
+            await bus.connection.check_permitted(nc, ["gym.results.>"], "runner")
         with pytest.raises(TimeoutError):  # the JetStream API request is dropped by the server
             await nc.jetstream(timeout=1).add_consumer("GYM_RESULTS", durable_name="peek")
         await nc.publish("gym.tasks.example_single_tool_call_simple_agent", b"{}")  # what it may do
         await nc.flush()
-        await bus.check_permitted(nc, ["gym.tasks.example_single_tool_call_simple_agent"], "producer")
+        await bus.connection.check_permitted(nc, ["gym.tasks.example_single_tool_call_simple_agent"], "producer")
     finally:
         await nc.close()
 
@@ -118,10 +118,10 @@ async def test_only_agents_may_publish_results(secured: tuple[NatsServers, Secur
             await nc.publish("gym.results.r0123456789abcdef", b'{"reward": 999.0}')
             await nc.flush()
             if allowed:
-                await bus.check_permitted(nc, None, role)
+                await bus.connection.check_permitted(nc, None, role)
             else:
                 with pytest.raises(NotAuthorized, match=r"gym\.results"):
-                    await bus.check_permitted(nc, None, role)
+                    await bus.connection.check_permitted(nc, None, role)
         finally:
             await nc.close()
 

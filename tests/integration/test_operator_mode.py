@@ -116,7 +116,7 @@ async def test_the_jwts_lock_as_the_nkey_config_does(operator_bus: tuple[NatsSer
         with pytest.raises(TimeoutError):  # the JetStream API request is dropped by the server
             await producer.jetstream(timeout=1).purge_stream(bus.subjects.CLAIMS_STREAM)
         with pytest.raises(schemas.NotAuthorized, match=r"gym\.results"):
-            await bus.check_permitted(producer, None, "producer")
+            await bus.connection.check_permitted(producer, None, "producer")
     finally:
         await producer.close()
 
@@ -151,7 +151,7 @@ async def test_a_role_answers_a_long_call_with_keep_alives_as_its_jwt_allows(
     try:
         await host.add(bus.ServiceSpec(WEATHER, "environment", (bus.Endpoint("verify", bus.subjects.env_verify(WEATHER), verify),)))
         assert await bus.request(runner, bus.subjects.env_verify(WEATHER), b"{}", timeout=30) == b"verified"
-        await bus.check_permitted(serving, None, f"env-{WEATHER}")
+        await bus.connection.check_permitted(serving, None, f"env-{WEATHER}")
     finally:
         await host.stop()
         await serving.close()

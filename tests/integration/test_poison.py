@@ -12,15 +12,9 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from gymbus.bus import (
-    ExhaustedTasks,
-    ServeOptions,
-    agent_consumer,
-    ensure_streams,
-    serve_functions,
-    subjects,
-    task_headers,
-)
+from gymbus.bus import ServeOptions, serve_functions, subjects
+from gymbus.bus.hosting import agent_consumer
+from gymbus.bus.run import ExhaustedTasks, ensure_streams, task_headers
 from tests.conftest import WEATHER, WEATHER_AGENT
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,7 +12,7 @@ from gymbus import bus
 
 async def test_stop_ends_the_puller_even_when_it_is_woken_at_the_same_moment(nc: Client) -> None:
     js = nc.jetstream()
-    await bus.ensure_streams(js)
+    await bus.run.ensure_streams(js)
     config = ConsumerConfig(
         durable_name="pull-stop-test",
         filter_subject=bus.subjects.results("pullstoptest"),
@@ -20,7 +20,7 @@ async def test_stop_ends_the_puller_even_when_it_is_woken_at_the_same_moment(nc:
         inactive_threshold=60,
     )
     await js.add_consumer(bus.subjects.RESULTS_STREAM, config)
-    puller = bus.Puller(
+    puller = bus.run.Puller(
         nc, bus.subjects.RESULTS_STREAM, "pull-stop-test", capacity=8, on_message=lambda msg: None, batch=8
     )
     await puller.start()

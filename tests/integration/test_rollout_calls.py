@@ -12,7 +12,8 @@ from nats.aio.msg import Msg
 
 from gymbus import bus
 from gymbus import schemas
-from gymbus.bus import BusModels, agent_service, environment_service, model_service, run_rollout
+from gymbus.bus import environment_service, model_service
+from gymbus.bus.hosting import BusModels, agent_service, run_rollout
 from gymbus.functions import AGENTS, ENVIRONMENTS, MemoryState
 from gymbus.functions.models.offline import offline_policy
 from gymbus.schemas import Response, ResponsesCreateParams

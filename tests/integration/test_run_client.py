@@ -56,7 +56,7 @@ async def test_a_run_that_ends_withdraws_its_unanswered_tasks_and_only_those(nc:
 
 async def test_a_run_kept_for_resuming_leaves_its_tasks_queued(nc: Client) -> None:
     agent = f"kept_{uuid.uuid4().hex[:8]}"
-    await bus.ensure_streams(nc.jetstream())
+    await bus.run.ensure_streams(nc.jetstream())
     client = await RunClient.open(nc, f"r{uuid.uuid4().hex}")
     try:
         await submit(client, agent, range(5))

@@ -65,7 +65,7 @@ async def test_replicas_share_a_subject_and_status_lists_both(nats_url: str, nc:
 async def test_agent_replicas_report_the_tasks_they_ran(nats_url: str, nc: Client, tmp_path: Path) -> None:
     agent = "example_single_tool_call_simple_agent"
     js = nc.jetstream()
-    await bus.ensure_streams(js)
+    await bus.run.ensure_streams(js)
     await js.purge_stream(
         bus.subjects.TASKS_STREAM, subject=bus.subjects.tasks(agent)
     )  # earlier tests' leftovers

@@ -57,7 +57,7 @@ async def _connect(servers: NatsServers, layout: SecureLayout, role: str) -> Cli
 
 
 def _identity(layout: SecureLayout, role: str) -> str:
-    return bus.inbox_prefix_for(bus.BusAuth(nkey=layout.credentials[role])).removeprefix("_INBOX.")
+    return bus.security.inbox_prefix_for(bus.BusAuth(nkey=layout.credentials[role])).removeprefix("_INBOX.")
 
 
 async def _refused(nc: Client, call: Awaitable[object], subject: str) -> None:
@@ -68,7 +68,7 @@ async def _refused(nc: Client, call: Awaitable[object], subject: str) -> None:
     except (TimeoutError, nats.errors.Error):
         pass
     with pytest.raises(schemas.NotAuthorized, match=re.escape(subject.lower())):  # nats-py lower-cases it
-        await bus.check_permitted(nc, [subject.lower()], "attacker")
+        await bus.connection.check_permitted(nc, [subject.lower()], "attacker")
 
 
 def _big_rows(directory: Path) -> tuple[Path, set[tuple[int, int]]]:
@@ -127,7 +127,7 @@ def test_a_producer_key_cannot_wipe_read_forge_or_overfill_claims_while_a_collec
 async def _make_store(servers: NatsServers, layout: SecureLayout) -> None:
     admin = await _connect(servers, layout, "admin")
     try:
-        await bus.ensure_claim_store(admin.jetstream(timeout=5), max_bytes=BOUND)
+        await bus.wire.ensure_claim_store(admin.jetstream(timeout=5), max_bytes=BOUND)
     finally:
         await admin.close()
 
@@ -145,10 +145,10 @@ async def _attack_as_producer(servers: NatsServers, layout: SecureLayout, out: P
     try:
         await _wait_for_a_claim(admin)  # the collection's bodies are in the store
         canary = os.urandom(9_000_000)  # a task body the runner addressed to the agent
-        _, claim = await bus.check_in(runner_nc, bus.subjects.tasks(WEATHER_AGENT), canary, None, ttl=600)
+        _, claim = await bus.wire.check_in(runner_nc, bus.subjects.tasks(WEATHER_AGENT), canary, None, ttl=600)
         await _refused(producer, js.purge_stream(stream), f"$JS.API.STREAM.PURGE.{stream}")
         await _refused(producer, js.delete_stream(stream), f"$JS.API.STREAM.DELETE.{stream}")
-        await _refused(producer, js.update_stream(bus.claim_store_config(max_bytes=-1)),
+        await _refused(producer, js.update_stream(bus.wire.claim_store_config(max_bytes=-1)),
                        f"$JS.API.STREAM.UPDATE.{stream}")  # fmt: skip
         await _refused(producer, js.add_consumer(stream, deliver_subject="copy"), f"$JS.API.CONSUMER.CREATE.{stream}")
         await _refused(producer, js.get_msg(stream, seq=1, direct=True), f"$JS.API.DIRECT.GET.{stream}")
@@ -156,10 +156,10 @@ async def _attack_as_producer(servers: NatsServers, layout: SecureLayout, out: P
         await _refused(producer, js.publish(forged, b"{}"), forged)
         theirs = f"gym.claims.{AGENT_ROLE}.{runner}.x.0"  # bodies addressed to an agent
         await _refused(producer, js.get_msg(stream, subject=theirs, direct=True), bus.subjects.claim_reads(theirs))
-        assert await bus.check_out(agent_nc, b"", claim, release_it=True) == canary  # nothing wiped
+        assert await bus.wire.check_out(agent_nc, b"", claim, release_it=True) == canary  # nothing wiped
         stored = await _overfill(js, admin.jetstream(), me)
         with pytest.raises(schemas.ClaimStoreFull, match="full"):  # GymBus's own client says so too
-            await bus.check_in(producer, bus.subjects.tasks(WEATHER_AGENT), b"x" * (BOUND + 1), None, ttl=2)
+            await bus.wire.check_in(producer, bus.subjects.tasks(WEATHER_AGENT), b"x" * (BOUND + 1), None, ttl=2)
         return stored
     finally:
         for nc in (agent_nc, runner_nc, producer, admin):
@@ -195,7 +195,7 @@ async def test_an_environment_key_cannot_publish_into_the_runners_inbox_space(
     runner = await _connect(servers, layout, "runner")
     environment = await _connect(servers, layout, ENV_ROLE)
     heard: list[bytes] = []
-    inbox = bus.inbox_prefix_for(bus.BusAuth(nkey=layout.credentials["runner"]))
+    inbox = bus.security.inbox_prefix_for(bus.BusAuth(nkey=layout.credentials["runner"]))
 
     async def listen(msg: object) -> None:
         heard.append(getattr(msg, "data", b""))
@@ -212,7 +212,7 @@ async def test_an_environment_key_cannot_publish_into_the_runners_inbox_space(
         await host.add(_slow_verify(seconds=5))
         reply = await bus.request(runner, bus.subjects.env_verify(WEATHER), b"{}", timeout=30)
         await host.stop()
-        await bus.check_permitted(serving, None, ENV_ROLE)  # the keep-alives and the answer went
+        await bus.connection.check_permitted(serving, None, ENV_ROLE)  # the keep-alives and the answer went
         assert reply == b"verified after 5 s"
     finally:
         for nc in (serving, environment, runner):
@@ -239,7 +239,7 @@ async def test_no_key_can_make_a_service_publish_where_it_chose(
     admin = await _connect(servers, layout, "admin")
     host = bus.ServiceHost(environment)
     try:
-        await bus.ensure_streams(admin.jetstream(timeout=5))
+        await bus.run.ensure_streams(admin.jetstream(timeout=5))
         await host.add(_slow_verify(seconds=3))
         for reply in (f"$JS.API.STREAM.DELETE.{bus.subjects.TASKS_STREAM}", "gym.results.evil"):
             await agent.publish(bus.subjects.env_verify(WEATHER), b"{}", reply=reply)

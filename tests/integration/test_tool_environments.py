@@ -21,7 +21,8 @@ from nats.aio.client import Client
 
 from gymbus import bus
 from gymbus import schemas
-from gymbus.bus import BusCalls, ServeOptions, environment_service, serve_functions
+from gymbus.bus import ServeOptions, environment_service, serve_functions
+from gymbus.bus.hosting import BusCalls
 from gymbus.functions import AGENTS, ENVIRONMENTS
 from gymbus.runner import CollectOptions, ProgressView, collect
 from gymbus.schemas import Item, Response
@@ -95,7 +96,7 @@ async def test_session_state_survives_the_replica_that_seeded_it(nc: Client, nat
 async def tool_environments(host: bus.ServiceHost, nc: Client) -> AsyncIterator[bus.ServiceHost]:
     """The three environments, served in this process with their state in KV."""
     for name in TOOL_ENVIRONMENTS:
-        state = await bus.KvSessions.open(nc.jetstream(), name)
+        state = await bus.hosting.KvSessions.open(nc.jetstream(), name)
         await host.add(environment_service(ENVIRONMENTS[name], state, nc, QUICK))
     yield host
 
@@ -141,7 +142,7 @@ def mixed_rows(path: Path) -> None:
 
 async def wait_until_served(nc: Client, subjects: set[str]) -> None:
     deadline = time.monotonic() + 30
-    while not subjects <= await bus.served_subjects(nc, window=0.2):
+    while not subjects <= await bus.connection.served_subjects(nc, window=0.2):
         assert time.monotonic() < deadline, "the workers did not start"
 
 

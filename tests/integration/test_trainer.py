@@ -28,7 +28,8 @@ import msgspec
 import pytest
 
 from gymbus import bus
-from gymbus.bus import ServeOptions, agent_consumer, subjects
+from gymbus.bus import ServeOptions, subjects
+from gymbus.bus.hosting import agent_consumer
 from gymbus.functions import ModelOptions
 from gymbus.runner import BusRollouts, environment_reward, tasks_dataset
 from gymbus.bus import wait_served

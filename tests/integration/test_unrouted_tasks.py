@@ -17,7 +17,8 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from gymbus import bus
 from gymbus import schemas
-from gymbus.bus import TaskConsumer, rollout_task_handler, subjects
+from gymbus.bus import TaskConsumer, subjects
+from gymbus.bus.hosting import rollout_task_handler
 from gymbus.functions import AGENTS
 from gymbus.schemas import RUN, TASK
 from tests.conftest import WEATHER_AGENT

@@ -14,7 +14,8 @@ import pytest
 from nats.aio.client import Client
 
 from gymbus import functions
-from gymbus.bus import ServeOptions, ServiceHost, environment_service, model_service, run_rollout, serve_functions
+from gymbus.bus import ServeOptions, ServiceHost, environment_service, model_service, serve_functions
+from gymbus.bus.hosting import run_rollout
 from gymbus.functions import ENVIRONMENTS, MemoryState, ModelFunction
 from gymbus.functions.environments.equivalence_llm_judge import JUDGE_PROMPT
 from gymbus.functions.models.offline import offline_policy

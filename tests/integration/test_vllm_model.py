@@ -12,7 +12,8 @@ import pytest
 from nats.aio.client import Client
 
 from gymbus import bus
-from gymbus.bus import environment_service, model_service, run_rollout
+from gymbus.bus import environment_service, model_service
+from gymbus.bus.hosting import run_rollout
 from gymbus.functions import AGENTS, ENVIRONMENTS, MemoryState, ModelOptions
 from gymbus.functions.models.offline import offline_policy
 from gymbus.functions.models.vllm_model import VLLMModel

@@ -16,7 +16,8 @@ from nats.aio.client import Client
 
 from gymbus import bus
 from gymbus import schemas
-from gymbus.bus import ServeOptions, environment_service, run_rollout, serve_functions
+from gymbus.bus import ServeOptions, environment_service, serve_functions
+from gymbus.bus.hosting import run_rollout
 from gymbus.functions import AGENTS, ENVIRONMENTS
 from gymbus.runner import CollectOptions, ProgressView, collect
 from tests.conftest import EXAMPLES
@@ -51,7 +52,7 @@ async def test_the_example_rows_collect_with_the_offline_policy(nats_url: str, t
 @pytest.fixture
 async def workplace(nc: Client, host: bus.ServiceHost) -> bus.ServiceHost:
     """The workplace environment served on the test bus, its sessions in the KV bucket."""
-    sessions = await bus.KvSessions.open(nc.jetstream(), WORKPLACE)
+    sessions = await bus.hosting.KvSessions.open(nc.jetstream(), WORKPLACE)
     await host.add(environment_service(ENVIRONMENTS[WORKPLACE], sessions, nc))
     return host
 

@@ -36,7 +36,7 @@ def test_every_envelope_schema_is_a_valid_json_schema() -> None:
 
 def test_a_task_as_gym_runner_publishes_it_is_a_valid_task_envelope() -> None:
     row = msgspec.json.decode(EXAMPLE.read_bytes().splitlines()[0])
-    headers = bus.task_headers("r0123abcd", 7, 0, time.time() + 60, token="0" * 32)
+    headers = bus.run.task_headers("r0123abcd", 7, 0, time.time() + 60, token="0" * 32)
     subject = bus.subjects.tasks("example_single_tool_call_simple_agent")
     assert _valid("task", subject, headers, row)
     assert _valid("task", subject, {}, row)  # every header is optional: no run means gym.results.unrouted
@@ -51,7 +51,7 @@ def test_a_task_as_gym_runner_publishes_it_is_a_valid_task_envelope() -> None:
 
 def test_an_error_reply_as_a_worker_sends_it_is_a_valid_error_envelope() -> None:
     for error in (schemas.NotFound("no tool named x"), schemas.FunctionFailed("f raised KeyError")):
-        body, headers = bus.encode_error_reply(error)
+        body, headers = bus.wire.encode_error_reply(error)
         assert _valid("error_reply", "_INBOX.abc.1", headers, msgspec.json.decode(body))
     assert not _valid("error_reply", "_INBOX.abc.1", {schemas.ERROR: "x", schemas.ERROR_CODE: "418"},
                       {"error": {"type": "t", "message": "m"}})  # fmt: skip
