@@ -10,6 +10,7 @@ copy of a package (or a user's own `schemas.py`).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,72 @@ def test_everything_of_ours_is_imported_by_its_one_name() -> None:
         if "node_modules" not in path.parts
     }
     assert {path: names for path, names in offenders.items() if names} == {}
+
+
+def _parameters(path: Path) -> list[tuple[str, str, str]]:
+    """Each parameter of each function in `path`: (function, name, annotation)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            arguments = node.args
+            for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]:
+                annotation = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+                found.append((node.name, arg.arg, annotation))
+    return found
+
+
+def test_the_runner_holds_no_nats_objects() -> None:
+    # runner/ imports no nats, and no function of it takes nats-py's client either: what it
+    # needs of a connection is a method of `bus.Bus` or of a bus object that takes one.
+    offenders = [
+        f"{path.relative_to(ROOT)}: {function}({name}: {annotation})"
+        for path in sorted((ROOT / "runner").rglob("*.py"))
+        for function, name, annotation in _parameters(path)
+        if name == "nc" or re.search(r"\b(Connection|Client)\b", annotation)
+    ]
+    assert offenders == []
+
+
+def _private_imports(path: Path, package: str) -> set[str]:
+    """The private modules of another package (or, in bus/, of another room) that `path` imports."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.level == 0:
+                parts = node.module.split(".")
+                if parts[0] == "gymbus" and len(parts) > 2 and parts[1] != package:
+                    if any(part.startswith("_") for part in parts[2:]):
+                        found.add(node.module)
+            elif package == "bus" and node.level >= 2 and any(part.startswith("_") for part in node.module.split(".")):
+                found.add("." * node.level + node.module)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "gymbus" and len(parts) > 2 and parts[1] != package:
+                    if any(part.startswith("_") for part in parts[2:]):
+                        found.add(alias.name)
+    return found
+
+
+def test_no_package_imports_another_packages_private_module() -> None:
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(_private_imports(path, package))
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+    }
+    assert {path: names for path, names in offenders.items() if names} == {}
+
+
+BUS_ROOMS = ("cluster", "wire", "security", "connection", "policy", "run", "hosting")
+
+
+def test_the_rooms_of_bus_import_only_the_rooms_below_them() -> None:
+    offenders = {}
+    for floor, room in enumerate(BUS_ROOMS):
+        for path in sorted((ROOT / "bus" / room).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and node.level == 2 and node.module:
+                    other = node.module.split(".")[0]
+                    if other not in BUS_ROOMS[:floor]:
+                        offenders.setdefault(str(path.relative_to(ROOT)), []).append(other)
+    assert offenders == {}

@@ -2,7 +2,16 @@
 starts when no `NATS_URL` is set, and who serves what on the bus (discovery).
 """
 
-from ._connection import Bus, Connection, check_permitted, connect, nats_url_from_env, open_bus, split_urls
+from ._connection import (
+    Bus,
+    Connection,
+    check_permitted,
+    connect,
+    connect_bus,
+    nats_url_from_env,
+    open_bus,
+    split_urls,
+)
 from ._embedded import EmbeddedServer, die_with_parent, find_server_binary, write_seed
 from ._python_gc import tune_gc
 from ._discovery import (
@@ -30,6 +39,7 @@ __all__ = [
     "ServiceStats",
     "check_permitted",
     "connect",
+    "connect_bus",
     "die_with_parent",
     "find_server_binary",
     "is_served",

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import os
 from asyncio import FIRST_COMPLETED
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -27,18 +27,40 @@ from nats.js import JetStreamContext
 from gymbus.schemas import DEFAULT_TIMEOUTS, BusUnavailable, NotAuthorized, Timeouts, redact_url
 
 from ..security import BusAuth
-from ._discovery import served_within, wait_served
+from ._discovery import (
+    QueueDepth,
+    ServiceInfo,
+    ServiceStats,
+    model_servers,
+    served_agents,
+    served_within,
+    service_infos,
+    service_stats,
+    task_queues,
+    unserved,
+    wait_served,
+)
 from ._embedded import EmbeddedServer
 from ..cluster import refusals
 from ..cluster import replicas_from_env, set_replicas
+from ..wire import request
 
-__all__ = ["Bus", "Connection", "check_permitted", "connect", "nats_url_from_env", "open_bus", "split_urls"]
+__all__ = [
+    "Bus",
+    "Connection",
+    "check_permitted",
+    "connect",
+    "connect_bus",
+    "nats_url_from_env",
+    "open_bus",
+    "split_urls",
+]
 
 log = logging.getLogger("gymbus.bus")
 
 Connection = Client
-"""A connection to the bus, as `connect` and `open_bus` make it (nats-py's client): the
-runner holds one and hands it back to `bus` functions, never using NATS itself."""
+"""A connection to the bus, as `connect` makes it (nats-py's client). A runner holds a
+`Bus` instead, whose methods (and the bus objects that take it) do what it needs."""
 
 
 def nats_url_from_env() -> str | None:
@@ -178,12 +200,22 @@ async def connect(
 @dataclass
 class Bus:
     """A live connection: the client, its JetStream context, and the embedded server if
-    this process started one (then `url` is the embedded server's)."""
+    this process started one (then `url` is the embedded server's). What a runner needs of
+    the connection is a method here (or takes the `Bus`): the runner holds no NATS objects."""
 
     nc: Client
     js: JetStreamContext
     url: str
     embedded: EmbeddedServer | None
+
+    @classmethod
+    def over(cls, nc: Client, url: str = "") -> Bus:
+        """A `Bus` over a connection made with `connect`, which its maker closes."""
+        return cls(nc=nc, js=nc.jetstream(), url=url, embedded=None)
+
+    async def close(self, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
+        """Drain the connection (up to `timeouts.drain`), or close it if the server is gone."""
+        await _close(self.nc, timeouts)
 
     def worker_auth(self) -> BusAuth:
         """The credentials of worker processes this process starts on its embedded
@@ -201,8 +233,46 @@ class Bus:
         """Until every one of `services` is served; `BusUnavailable` after `timeout` (`wait_served`)."""
         await wait_served(self.nc, services, timeout, check)
 
+    async def request(
+        self, subject: str, body: bytes, timeout: float, headers: Mapping[str, str] | None = None
+    ) -> bytes:
+        """The reply to `body` on `subject` (`bus.request`: its errors are `GymError`s)."""
+        return await request(self.nc, subject, body, timeout=timeout, headers=headers)
+
+    async def service_infos(self, name: str | None = None, window: float = DEFAULT_TIMEOUTS.discovery) -> list[ServiceInfo]:
+        """The live services (named `name`, or all), as they answer within `window` seconds."""
+        return await service_infos(self.nc, name, window)
+
+    async def service_stats(self, window: float = DEFAULT_TIMEOUTS.discovery) -> list[ServiceStats]:
+        """Every live service's stats, as they answer within `window` seconds."""
+        return await service_stats(self.nc, window=window)
+
+    async def task_queues(self) -> list[QueueDepth]:
+        """Every agent's task queue (`task_queues`)."""
+        return await task_queues(self.nc)
+
+    async def served_agents(self, window: float = DEFAULT_TIMEOUTS.discovery) -> dict[str, str]:
+        """The live agents, each with the environment its service names (`served_agents`)."""
+        return await served_agents(self.nc, window)
+
+    async def model_servers(self, agents: set[str], window: float = DEFAULT_TIMEOUTS.discovery) -> dict[str, set[str]]:
+        """The inference servers of the models `agents` call (`model_servers`)."""
+        return await model_servers(self.nc, agents, window)
+
+    async def unserved(self, agents: set[str], window: float = DEFAULT_TIMEOUTS.discovery) -> dict[str, str]:
+        """Why each of `agents` cannot run now, if it cannot (`unserved`)."""
+        return await unserved(self.nc, agents, window)
+
 
 _RUNNER_ROLES = ("runner", "monitor", "producer")
+
+
+async def connect_bus(
+    url: str, *, name: str, timeouts: Timeouts = DEFAULT_TIMEOUTS, auth: BusAuth | None = None, role: str = "runner"
+) -> Bus:
+    """A `Bus` connected to `url` (see `connect`) for a holder that outlives one block
+    (a trainer); `Bus.close` ends it. `open_bus` is the same for a block."""
+    return Bus.over(await connect(url, name=name, timeouts=timeouts, auth=auth, role=role), url)
 
 
 @asynccontextmanager

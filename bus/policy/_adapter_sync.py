@@ -31,7 +31,7 @@ from nats.aio.client import Client
 from nats.js.kv import KeyValue
 from nats.js.object_store import ObjectStore
 
-from gymbus.functions.models._vllm_admin import AdapterRefused, ServerLimits, ServerUnreachable, VllmAdmin
+from gymbus.functions.models.vllm_admin import AdapterRefused, ServerLimits, ServerUnreachable, VllmAdmin
 from gymbus.schemas import (
     DEFAULT_TIMEOUTS,
     AdapterServerReport,

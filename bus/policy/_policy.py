@@ -22,13 +22,13 @@ import io
 import logging
 import tarfile
 import time
+from typing import TYPE_CHECKING
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import msgspec
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import ObjectStoreConfig, StorageType
 from nats.js.kv import KeyValue
@@ -55,6 +55,9 @@ from ._follow import KeyFollower
 from ..cluster import replicas_of
 from ..wire import ADAPTER_SERVERS_BUCKET, ADAPTERS_BUCKET, POLICIES_BUCKET
 from ..cluster import retry_while_forming
+
+if TYPE_CHECKING:
+    from ..connection import Bus
 
 __all__ = [
     "PolicyPublisher",
@@ -186,13 +189,13 @@ class PolicyPublisher:
     @classmethod
     async def open(
         cls,
-        nc: Client,
+        bus: Bus,
         policy: str,
         incarnation: str,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         limits: Limits = DEFAULT_LIMITS,
     ) -> PolicyPublisher:
-        js = nc.jetstream(timeout=timeouts.connect)
+        js = bus.nc.jetstream(timeout=timeouts.connect)
         records, store = await policy_records(js), await adapter_store(js)
         publisher: PolicyPublisher
         reports = KeyFollower(

@@ -1,7 +1,7 @@
 """The run protocol, client side: one object that a runner (`collect`, a trainer) holds
 for a run, and the only code that publishes tasks or reads results.
 
-    client = await RunClient.open(nc, "r1f0...", resume=False)
+    client = await RunClient.open(bus, "r1f0...", resume=False)
     await client.watch_given_up(on_given_up)     # optional
     await client.submit(agent, body, seq, attempt, deadline)
     async for results in client.results():     # verified, a batch at a time
@@ -39,6 +39,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import nats.errors
 import nats.js.errors
@@ -68,6 +69,9 @@ from ._pull import Puller
 from ..cluster import open_key_value
 from ._runkeys import RUNS_BUCKET, run_key, task_token, token_matches
 from ._streams import ensure_streams, pull_results, results_consumer
+
+if TYPE_CHECKING:
+    from ..connection import Bus
 
 __all__ = ["RunClient", "RunResult"]
 
@@ -112,7 +116,7 @@ class RunClient:
     @classmethod
     async def open(
         cls,
-        nc: Client,
+        bus: Bus,
         run_id: str,
         *,
         resume: bool = False,
@@ -122,6 +126,7 @@ class RunClient:
     ) -> RunClient:
         """Open `run_id` and start reading its results. `key` signs its tasks (by default
         the run's own: a new one, or with `resume` the stored one)."""
+        nc = bus.nc
         js = nc.jetstream(timeout=timeouts.connect)
         await ensure_streams(js)
         await ensure_claim_store(js)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-
-from nats.aio.client import Client
+from typing import TYPE_CHECKING
 
 from gymbus.schemas import CALL_RETRY, DEADLINE, DEFAULT_TIMEOUTS, SESSION, GymError, Timeouts
 
@@ -18,14 +17,17 @@ from ..wire import subjects
 from ..wire import request
 from ..wire import retrying
 
+if TYPE_CHECKING:
+    from ..connection import Bus
+
 __all__ = ["Verifier"]
 
 
 class Verifier:
     """Asks environments' `gym.env.<env>.verify` for verdicts over one connection."""
 
-    def __init__(self, nc: Client, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
-        self._nc = nc
+    def __init__(self, bus: Bus, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
+        self._nc = bus.nc
         self._timeouts = timeouts
 
     async def verdict(self, environment: str, row: bytes) -> bytes:

@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from gymbus.bus import Connection, request, service_infos, subjects
+from gymbus.bus import Bus, subjects
 from gymbus.schemas import (
     DEADLINE,
     DEFAULT_TIMEOUTS,
@@ -62,22 +62,22 @@ class CheckItem:
 
 
 async def check_environment(
-    nc: Connection,
+    bus: Bus,
     contract: EnvironmentContract,
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
-    monitor: Connection | None = None,
+    monitor: Bus | None = None,
 ) -> list[CheckItem]:
-    """Check the environment `contract` names, on the bus `nc` (see the module docstring).
+    """Check the environment `contract` names, on `bus` (see the module docstring).
     `monitor`, if given, is the connection that reads `$SRV.INFO` (a right of the monitor
-    role on a locked bus); default `nc`."""
+    role on a locked bus); default `bus`."""
     env = contract.name
     headers = {SESSION: f"check-{uuid.uuid4().hex}", DEADLINE: f"{time.time() + timeouts.check:.3f}"}
 
     async def call(what: str, subject: str, body: Any, judge: Judge, refusal_ok: bool = False) -> CheckItem:
-        send = request(nc, subject, _encode(body), timeout=timeouts.check, headers=headers)
+        send = bus.request(subject, _encode(body), timeout=timeouts.check, headers=headers)
         return await _called(what, subject, send, judge, refusal_ok=refusal_ok)
 
-    items, listed = await _service(monitor or nc, contract, timeouts)
+    items, listed = await _service(monitor or bus, contract, timeouts)
     items.append(await call("seed", subjects.env_seed(env), contract.row, _json_object))
     for tool in sorted({*contract.tools, *contract.offered, *listed}):
         arguments = contract.arguments(tool)
@@ -94,19 +94,19 @@ async def check_environment(
 
 
 async def _service(
-    nc: Connection, contract: EnvironmentContract, timeouts: Timeouts
+    bus: Bus, contract: EnvironmentContract, timeouts: Timeouts
 ) -> tuple[list[CheckItem], set[str]]:
     """The service and subjects items, and the tools the service lists."""
     env, ping = contract.name, subjects.service_ping(contract.name)
     try:
-        await request(nc, ping, b"", timeout=timeouts.ping * 4)
+        await bus.request(ping, b"", timeout=timeouts.ping * 4)
     except GymError as exc:
         reason = "no reply" if isinstance(exc, NoResponders | RequestTimeout) else str(exc)
         detail = (
             f"{ping}: {reason}: no worker registered {env!r} with the NATS Services API (is one serving it?)"
         )
         return [CheckItem("service", False, detail)], set()
-    infos = await service_infos(nc, env, window=timeouts.discovery)
+    infos = await bus.service_infos(env, window=timeouts.discovery)
     items = [CheckItem("service", True, f"{ping} answers ({len(infos) or 'some'} instance(s))")]
     if not infos:
         unlisted = "not listed: this connection may not read $SRV.INFO (a monitor's right on a locked bus)"

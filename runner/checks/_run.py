@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from gymbus.bus import ServeOptions, connect, open_bus
+from gymbus.bus import ServeOptions, open_bus
 from gymbus.functions import ENVIRONMENTS, ModelOptions
 from gymbus.schemas import DEFAULT_TIMEOUTS, Timeouts
 
@@ -44,17 +44,15 @@ async def run_check(
         )
     async with open_bus(nats_url, name="gym-runner check", timeouts=timeouts) as bus:
         if bus.embedded is None:
-            return await check_environment(bus.nc, contract, timeouts)
+            return await check_environment(bus, contract, timeouts)
         with tempfile.TemporaryDirectory(prefix="gymbus-check-") as work:
             serve = ServeOptions(functions=(env, "offline"), model=ModelOptions(), timeouts=timeouts)
             workers = WorkerProcesses(serve, bus.url, Path(work) / "worker.log", auth=bus.worker_auth())
             await start_workers(bus, [(workers, [env, "policy"])], timeouts)
             try:
                 # The embedded server's runner may not call seed and tools: its workers may.
-                calls = await connect(bus.url, name="gym-runner check", auth=bus.worker_auth(), role="worker")
-                try:
-                    return await check_environment(calls, contract, timeouts, monitor=bus.nc)
-                finally:
-                    await calls.close()
+                worker = bus.worker_auth()
+                async with open_bus(bus.url, name="gym-runner check", timeouts=timeouts, auth=worker, role="worker") as calls:
+                    return await check_environment(calls, contract, timeouts, monitor=bus)
             finally:
                 workers.stop(timeouts.drain)

@@ -166,7 +166,7 @@ async def _collect(
             served = await bus.served(sorted(plan.agents))
             run_id = run_id_for(options)
             client = await RunClient.open(
-                bus.nc, run_id, resume=options.resume, limits=options.limits, timeouts=options.timeouts
+                bus, run_id, resume=options.resume, limits=options.limits, timeouts=options.timeouts
             )
             ledger = Ledger(plan.total, options.concurrency, options.timeouts.result_grace)
             sink = ResultSink(client, ledger, paths, metrics, view, progressed)

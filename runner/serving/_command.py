@@ -135,7 +135,7 @@ def status_command(
 
 async def _status(url: str) -> tuple[list[ServiceStats], list[QueueDepth]]:
     async with open_bus(url, name="gym-runner status", role="monitor") as bus:
-        return await gather_status(bus.nc)
+        return await gather_status(bus)
 
 
 def nemo_gym_install_command(

@@ -7,14 +7,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from gymbus.bus import Connection, QueueDepth, ServiceStats, service_stats, task_queues
+from gymbus.bus import Bus, QueueDepth, ServiceStats
 
 __all__ = ["gather_status", "render_status", "status_json"]
 
 
-async def gather_status(nc: Connection) -> tuple[list[ServiceStats], list[QueueDepth]]:
-    stats = sorted(await service_stats(nc), key=lambda s: (s.metadata.get("kind", ""), s.name, s.id))
-    return stats, await task_queues(nc)
+async def gather_status(bus: Bus) -> tuple[list[ServiceStats], list[QueueDepth]]:
+    stats = sorted(await bus.service_stats(), key=lambda s: (s.metadata.get("kind", ""), s.name, s.id))
+    return stats, await bus.task_queues()
 
 
 def render_status(stats: list[ServiceStats], queues: list[QueueDepth], console: Console) -> None:

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gymbus.bus import Connection, RunBook, RunClient, model_servers, served_within, unserved_row
+from gymbus.bus import Bus, RunBook, RunClient, unserved_row
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, Limits, Timeouts
 
 __all__ = ["BatchTask", "TaskBatches"]
@@ -32,7 +32,7 @@ class BatchTask:
 
 
 class TaskBatches:
-    """Runs batches of rollouts over one connection; `run` returns a row per task, in order.
+    """Runs batches of rollouts over one bus connection; `run` returns a row per task, in order.
 
     `rollout_timeout` is each rollout's deadline from its publish (the agent drops work
     past it); `grace` is how long past it the batch waits for the agent's own report.
@@ -40,14 +40,14 @@ class TaskBatches:
 
     def __init__(
         self,
-        nc: Connection,
+        bus: Bus,
         *,
         rollout_timeout: float = DEFAULT_TIMEOUTS.rollout,
         grace: float = DEFAULT_TIMEOUTS.result_grace,
         limits: Limits = DEFAULT_LIMITS,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
     ) -> None:
-        self.nc = nc
+        self.bus = bus
         self.rollout_timeout = rollout_timeout
         self.grace = grace
         self.limits = limits
@@ -62,13 +62,13 @@ class TaskBatches:
 
     async def model_servers(self, agents: set[str]) -> dict[str, set[str]]:
         """The inference servers of the models `agents` call, as their live services list them."""
-        return await model_servers(self.nc, agents, self.timeouts.discovery)
+        return await self.bus.model_servers(agents, self.timeouts.discovery)
 
     async def run(self, tasks: Sequence[BatchTask]) -> list[bytes]:
         """Every task's rollout row (or failure row), in the order of `tasks`."""
         run_id = f"{self.prefix}-{self.batches}"
         self.batches += 1
-        client = await RunClient.open(self.nc, run_id, key=self.key, limits=self.limits, timeouts=self.timeouts)
+        client = await RunClient.open(self.bus, run_id, key=self.key, limits=self.limits, timeouts=self.timeouts)
         self.key = client.key
         batch = _Batch(self, client, tasks)
         try:
@@ -96,7 +96,7 @@ class _Batch:
         deadline = time.time() + owner.rollout_timeout
         await self.client.watch_given_up(self._given_up)
         agents = sorted({task.agent for task in self.tasks})
-        served = await served_within(owner.nc, agents, owner.timeouts.worker_start)
+        served = await owner.bus.served(agents, owner.timeouts.worker_start)
         for seq, task in enumerate(self.tasks):
             if task.agent in served:
                 self.book.submitted(seq, deadline, task.body)

@@ -52,7 +52,7 @@ from typing import Any, Self, TypeVar
 
 import msgspec
 
-from gymbus.bus import Connection, connect, nats_url_from_env
+from gymbus.bus import Bus, connect_bus, nats_url_from_env
 from gymbus.schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
@@ -125,7 +125,7 @@ class BusRollouts:
         """The rollout rows of the last batch as the agents returned them, in prompt order
         (failure rows included), for logging or saving them."""
         self._loop: LoopThread | None = None
-        self._nc: Connection | None = None
+        self._bus: Bus | None = None
         self._batches: TaskBatches | None = None
         self._indexes: dict[int, tuple[Any, TaskIndex]] = {}
         self._sync_checked = False
@@ -154,10 +154,10 @@ class BusRollouts:
         """Drain the connection and stop the thread that carries it."""
         if self._loop is None:
             return
-        if self._nc is not None:
-            self._loop.run(self._nc.drain())
+        if self._bus is not None:
+            self._loop.run(self._bus.close(self.timeouts))
         self._loop.stop()
-        self._loop = self._nc = self._batches = None
+        self._loop = self._bus = self._batches = None
 
     def __enter__(self) -> Self:
         return self
@@ -203,9 +203,9 @@ class BusRollouts:
 
     def _batches_of(self) -> TaskBatches:
         if self._batches is None:
-            self._nc = self._run(connect(self.url, name="gymbus trainer", timeouts=self.timeouts))
+            self._bus = self._run(connect_bus(self.url, name="gymbus trainer", timeouts=self.timeouts))
             self._batches = TaskBatches(
-                self._nc,
+                self._bus,
                 rollout_timeout=self.rollout_timeout,
                 grace=self.grace,
                 limits=self.limits,

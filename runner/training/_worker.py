@@ -60,7 +60,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from gymbus.bus import PolicyPublisher, RunClient, connect, nats_url_from_env, unserved
+from gymbus.bus import PolicyPublisher, RunClient, connect_bus, nats_url_from_env
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BusUnavailable, Limits, Timeouts, policy_key
 
 from ._data import TaskIndex
@@ -150,11 +150,11 @@ class BusRolloutWorker:
         self.stream: RolloutStream | None = None
         self.running: Future[None] | None = None
         self.loop = LoopThread("gymbus-rollout-worker")
-        self.nc = self.loop.run(connect(url, name="gymbus async trainer", timeouts=timeouts))
+        self.bus = self.loop.run(connect_bus(url, name="gymbus async trainer", timeouts=timeouts))
         from ._relay import AdapterRelay  # aiohttp's web server: loaded only by a trainer that runs one
 
         key = policy_key(policy, self.run_id)
-        self.publisher = self.loop.run(PolicyPublisher.open(self.nc, key, self.incarnation, timeouts, limits))
+        self.publisher = self.loop.run(PolicyPublisher.open(self.bus, key, self.incarnation, timeouts, limits))
         self.relay = AdapterRelay(self.publisher, deliver=deliver_adapters)
         args.vllm_server_base_url = self.loop.run(self.relay.start())
         log.info("rollout worker for run %s: policy %s, TRL's adapter sync goes to %s",
@@ -166,7 +166,7 @@ class BusRolloutWorker:
         """Check that every agent of the dataset can run, then start the rollouts."""
         self.loop.run(self._check_served())
         client = self.loop.run(
-            RunClient.open(self.nc, self.run_id, resume=self.resume, limits=self.limits, timeouts=self.timeouts)
+            RunClient.open(self.bus, self.run_id, resume=self.resume, limits=self.limits, timeouts=self.timeouts)
         )
         self.stream = RolloutStream(
             client, self.settings, self.index.tasks, self.index.prompts, self.index.describe, self.sampling,
@@ -218,10 +218,10 @@ class BusRolloutWorker:
 
     async def _check_served(self) -> None:
         deadline = time.monotonic() + self.timeouts.worker_start
-        missing = await unserved(self.nc, self.agents, self.timeouts.discovery)
+        missing = await self.bus.unserved(self.agents, self.timeouts.discovery)
         while missing and time.monotonic() < deadline:
             await asyncio.sleep(0.5)
-            missing = await unserved(self.nc, self.agents, self.timeouts.discovery)
+            missing = await self.bus.unserved(self.agents, self.timeouts.discovery)
         if missing:
             raise BusUnavailable(
                 "the dataset's rollouts cannot run: " + "; ".join(missing.values())
@@ -240,7 +240,7 @@ class BusRolloutWorker:
             await self.stream.client.close(forget=forget)
         await self.relay.stop()
         await self.publisher.close(forget=forget)
-        await self.nc.drain()
+        await self.bus.close(self.timeouts)
 
     def _version(self) -> int:
         """The trainer's version, in the policy's numbering (continued across restarts)."""

@@ -41,13 +41,11 @@ from pathlib import Path
 import msgspec
 
 from gymbus.bus import (
-    Connection,
     Bus,
     ServeOptions,
     Verifier,
     not_served,
     open_bus,
-    served_agents,
     subjects,
 )
 from gymbus.functions import AGENT_KINDS, AGENTS, Agent, ModelOptions, policy_adapter
@@ -183,12 +181,12 @@ async def verify_rollouts(
         total, needed = await _scan(options.input, options.agent)
         needed |= inputs.agents if inputs else set()
         async with open_bus(options.nats_url, name="gym-runner verify", timeouts=options.timeouts) as bus:
-            known = AGENTS if bus.embedded else {**AGENTS, **await _live_agents(bus.nc)}
+            known = AGENTS if bus.embedded else {**AGENTS, **await _live_agents(bus)}
             environments = sorted({known[name].environment for name in needed if name in known})
             workers = await _start_workers(environments, bus, options) if bus.embedded else None
             try:
                 served = await _served(bus, environments, view)
-                verification = _Verification(Verifier(bus.nc, options.timeouts), options, known, served, inputs)
+                verification = _Verification(Verifier(bus, options.timeouts), options, known, served, inputs)
                 view.start(total, already=0)
                 await _verify_all(verification, report, view, stop or asyncio.Event())
             finally:
@@ -203,12 +201,12 @@ async def verify_rollouts(
     return report
 
 
-async def _live_agents(nc: Connection) -> dict[str, Agent]:
+async def _live_agents(bus: Bus) -> dict[str, Agent]:
     """The agents live on the bus that are not built in (those over a hosted NeMo Gym
     server, say), each with the environment its service says it drives."""
     return {
         name: Agent(name=name, rollout=AGENT_KINDS["simple_agent"], environment=environment)
-        for name, environment in (await served_agents(nc)).items()
+        for name, environment in (await bus.served_agents()).items()
         if name not in AGENTS
     }
 

@@ -68,7 +68,7 @@ class Setup:
             raise
         self.loop = LoopThread("test-relay")
         self.nc = self.loop.run(bus.connect(self.url, name="test trainer"))
-        self.publisher = self.loop.run(PolicyPublisher.open(self.nc, self.policy, INCARNATION))
+        self.publisher = self.loop.run(PolicyPublisher.open(bus.Bus.over(self.nc), self.policy, INCARNATION))
         self.relay = AdapterRelay(self.publisher)
         self.relay_url = self.loop.run(self.relay.start())
 
@@ -286,7 +286,7 @@ async def _publish_and_call(url: str, layout: Any, policy: str, directory: Path)
         role="env-instruction_following",
     )  # fmt: skip
     try:
-        publisher = await PolicyPublisher.open(trainer, policy, "l0ck3d")
+        publisher = await PolicyPublisher.open(bus.Bus.over(trainer), policy, "l0ck3d")
         wait = time.monotonic() + 30
         while not publisher.servers() and time.monotonic() < wait:
             await asyncio.sleep(0.2)

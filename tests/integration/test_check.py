@@ -86,7 +86,7 @@ async def test_a_broken_environment_is_told_what_is_broken(host: bus.ServiceHost
     returns a result without `reward`."""
     served = replace(BROKEN, tools=(get_weather, divide))  # `lookup` declared, never served
     await host.add(environment_service(served, MemoryState()))
-    items = await check_environment(nc, EnvironmentContract.of(BROKEN), TIMEOUTS)
+    items = await check_environment(bus.Bus.over(nc), EnvironmentContract.of(BROKEN), TIMEOUTS)
     _print(items)
     found = _by_name(items)
     assert found["service"].ok
@@ -133,7 +133,7 @@ async def test_an_environment_served_by_another_language_is_checked_against_its_
     row = {"responses_create_params": {"input": "Find the capital of France", "tools": [
         {"type": "function", "name": name, "parameters": parameters} for name in ("search", "fetch_page")
     ]}}  # fmt: skip
-    items = await check_environment(nc, EnvironmentContract.from_row(env, row), TIMEOUTS)
+    items = await check_environment(bus.Bus.over(nc), EnvironmentContract.from_row(env, row), TIMEOUTS)
     _print(items)
     found = _by_name(items)
     assert found["service"].ok
@@ -146,7 +146,7 @@ async def test_an_environment_served_by_another_language_is_checked_against_its_
 
 
 async def test_an_environment_nobody_serves_fails_at_its_ping(nc: Client) -> None:
-    items = await check_environment(nc, EnvironmentContract.from_row("nobody_serves_this", None), TIMEOUTS)
+    items = await check_environment(bus.Bus.over(nc), EnvironmentContract.from_row("nobody_serves_this", None), TIMEOUTS)
     assert not _by_name(items)["service"].ok and not _by_name(items)["seed"].ok
 
 

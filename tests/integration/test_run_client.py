@@ -34,7 +34,7 @@ async def test_a_run_that_ends_withdraws_its_unanswered_tasks_and_only_those(nc:
 
     worker = TaskConsumer(nc, agent, echo)
     await worker.start()
-    client = await RunClient.open(nc, f"r{uuid.uuid4().hex}")
+    client = await RunClient.open(bus.Bus.over(nc), f"r{uuid.uuid4().hex}")
     try:
         await submit(client, agent, range(3))
         answered: list[int] = []
@@ -57,13 +57,13 @@ async def test_a_run_that_ends_withdraws_its_unanswered_tasks_and_only_those(nc:
 async def test_a_run_kept_for_resuming_leaves_its_tasks_queued(nc: Client) -> None:
     agent = f"kept_{uuid.uuid4().hex[:8]}"
     await bus.run.ensure_streams(nc.jetstream())
-    client = await RunClient.open(nc, f"r{uuid.uuid4().hex}")
+    client = await RunClient.open(bus.Bus.over(nc), f"r{uuid.uuid4().hex}")
     try:
         await submit(client, agent, range(5))
     finally:
         await client.close(forget=False)
     assert await queued(nc, agent) == 5
-    withdrawing = await RunClient.open(nc, f"r{uuid.uuid4().hex}")
+    withdrawing = await RunClient.open(bus.Bus.over(nc), f"r{uuid.uuid4().hex}")
     await submit(withdrawing, agent, range(2))
     await withdrawing.close(forget=True)
     assert await queued(nc, agent) == 5  # another run's close took only its own two

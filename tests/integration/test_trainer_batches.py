@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from nats.aio.client import Client
 
-from gymbus.bus import ServeOptions, ServiceHost, ServiceSpec, serve_functions, subjects
+from gymbus.bus import Bus, ServeOptions, ServiceHost, ServiceSpec, serve_functions, subjects
 from gymbus.runner.training._batches import BatchTask, TaskBatches
 from gymbus.bus import wait_served
 from gymbus.schemas import DEFAULT_TIMEOUTS, MSG_ID, ROLLOUT_INDEX, SEQ, TASK_INDEX, Rollout
@@ -40,7 +40,7 @@ async def test_every_task_comes_back_once_in_order(
     nc: Client, weather_worker: None, weather_rows: list[bytes]
 ) -> None:
     tasks = [task(weather_rows[i % len(weather_rows)], i) for i in range(12)]
-    rows = await TaskBatches(nc, rollout_timeout=60).run(tasks)
+    rows = await TaskBatches(Bus.over(nc), rollout_timeout=60).run(tasks)
     rollouts = [msgspec.json.decode(row, type=Rollout) for row in rows]
     assert [rollout.task_index for rollout in rollouts] == list(range(12))
     assert all(rollout.failure_class is msgspec.UNSET and rollout.reward == 1.0 for rollout in rollouts)
@@ -49,7 +49,7 @@ async def test_every_task_comes_back_once_in_order(
 async def test_a_second_batch_reads_only_its_own_results(
     nc: Client, weather_worker: None, weather_rows: list[bytes]
 ) -> None:
-    batches = TaskBatches(nc, rollout_timeout=60)
+    batches = TaskBatches(Bus.over(nc), rollout_timeout=60)
     first = await batches.run([task(weather_rows[0], 0)])
     second = await batches.run([task(weather_rows[1], 1), task(weather_rows[2], 2)])
     assert [msgspec.json.decode(row, type=Rollout).task_index for row in first + second] == [0, 1, 2]
@@ -59,7 +59,7 @@ async def test_a_row_whose_agent_nobody_serves_fails_after_a_wait(
     nc: Client, weather_rows: list[bytes]
 ) -> None:
     timeouts = replace(DEFAULT_TIMEOUTS, worker_start=0.5)
-    rows = await TaskBatches(nc, rollout_timeout=60, timeouts=timeouts).run(
+    rows = await TaskBatches(Bus.over(nc), rollout_timeout=60, timeouts=timeouts).run(
         [task(weather_rows[0], 7, "nobody_agent")]
     )
     rollout = msgspec.json.decode(rows[0], type=Rollout)
@@ -74,7 +74,7 @@ async def test_a_rollout_past_its_deadline_fails_without_holding_the_batch(
     host = ServiceHost(nc)
     await host.add(ServiceSpec("silent_agent", "agent", ()))
     try:
-        batches = TaskBatches(nc, rollout_timeout=0.5, grace=0.5)
+        batches = TaskBatches(Bus.over(nc), rollout_timeout=0.5, grace=0.5)
         started = asyncio.get_running_loop().time()
         rows = await batches.run([task(weather_rows[0], 3, "silent_agent")])
         assert asyncio.get_running_loop().time() - started < 10
@@ -87,7 +87,7 @@ async def test_a_rollout_past_its_deadline_fails_without_holding_the_batch(
 async def test_a_result_without_its_tasks_signature_is_dropped(nc: Client, weather_rows: list[bytes]) -> None:
     host = ServiceHost(nc)
     await host.add(ServiceSpec("silent_agent", "agent", ()))  # takes no task: only a forger answers
-    batches = TaskBatches(nc, rollout_timeout=1.0, grace=0.5)
+    batches = TaskBatches(Bus.over(nc), rollout_timeout=1.0, grace=0.5)
     forged = json.dumps({**json.loads(weather_rows[0]), "reward": 1.0, "response": None}).encode()
 
     async def forge() -> None:
