@@ -8,6 +8,7 @@ import asyncio
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,9 +16,25 @@ from pathlib import Path
 from gymbus.bus import ENV_VARS, Bus, BusAuth, ServeOptions, die_with_parent
 from gymbus.schemas import BusUnavailable, Timeouts
 
-from .serving._serve import worker_command
+__all__ = ["WorkerProcesses", "start_workers", "stop_workers", "worker_command"]
 
-__all__ = ["WorkerProcesses", "start_workers", "stop_workers"]
+
+def worker_command(options: ServeOptions) -> list[str]:
+    """The command line of one worker process serving `options.functions`. `-P`: nothing
+    in the caller's working directory (a trainer's own `nats.py`, say) is imported first."""
+    command = [
+        sys.executable, "-P", "-m", "gymbus.runner", "serve", *options.functions,
+        "--served-model", options.served_model,
+        "--ack-wait", str(options.timeouts.ack_wait),
+        "--concurrency", str(options.limits.agent_concurrency),
+    ]  # fmt: skip
+    if options.model.base_url:
+        command += ["--model-url", options.model.base_url, "--model-api", options.model.api]
+    if options.model.model:
+        command += ["--model", options.model.model]
+    if not options.model.token_capture:
+        command += ["--no-token-capture"]
+    return command
 
 
 class WorkerProcesses:

@@ -146,3 +146,14 @@ def test_the_rooms_of_bus_import_only_the_rooms_below_them() -> None:
                     if other not in BUS_ROOMS[:floor]:
                         offenders.setdefault(str(path.relative_to(ROOT)), []).append(other)
     assert offenders == {}
+
+
+def test_what_the_runner_s_commands_share_imports_no_command_s_room() -> None:
+    rooms = {path.name for path in (ROOT / "runner").iterdir() if (path / "__init__.py").exists()}
+    offenders = {}
+    for path in sorted((ROOT / "runner").glob("_[a-z]*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                if node.module.split(".")[0] in rooms:
+                    offenders.setdefault(path.name, []).append(node.module)
+    assert offenders == {}

@@ -12,7 +12,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 
 from gymbus.bus import (
     ENV_VARS,
@@ -23,6 +22,8 @@ from gymbus.bus import (
     serve_functions,
 )
 
+from .._workers import worker_command
+
 __all__ = ["serve", "worker_command"]
 
 log = logging.getLogger("gymbus.serve")
@@ -32,24 +33,6 @@ def _install_stop(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-
-
-def worker_command(options: ServeOptions) -> list[str]:
-    """The command line of one worker process serving `options.functions`. `-P`: nothing
-    in the caller's working directory (a trainer's own `nats.py`, say) is imported first."""
-    command = [
-        sys.executable, "-P", "-m", "gymbus.runner", "serve", *options.functions,
-        "--served-model", options.served_model,
-        "--ack-wait", str(options.timeouts.ack_wait),
-        "--concurrency", str(options.limits.agent_concurrency),
-    ]  # fmt: skip
-    if options.model.base_url:
-        command += ["--model-url", options.model.base_url, "--model-api", options.model.api]
-    if options.model.model:
-        command += ["--model", options.model.model]
-    if not options.model.token_capture:
-        command += ["--no-token-capture"]
-    return command
 
 
 def serve(options: ServeOptions, replicas: int = 1) -> int:

@@ -6,7 +6,7 @@ from typer.testing import CliRunner
 
 from gymbus.bus import ServeOptions
 from gymbus.functions import ModelOptions
-from gymbus.runner.serving._serve import worker_command
+from gymbus.runner._workers import worker_command
 from gymbus.runner.cli import app
 
 
