@@ -11,24 +11,63 @@ and `environment_reward`; `BusRolloutWorker` is the rollout worker of TRL's asyn
 trainer.
 """
 
-from ._progress import ProgressView
-from .checks import CheckItem, EnvironmentContract, check_environment
-from .cli import app, main
-from .collection import BadRow, CollectOptions, CollectResult, Plan, PlannedRollout, collect, run_id_for
-from .preparation import PrepareOptions, PrepareReport, prepare
-from .serving import serve
-from .training import (
-    BusRolloutWorker,
-    BusRollouts,
-    Sampling,
-    StitchError,
-    TokenSequence,
-    environment_reward,
-    prompt_messages,
-    stitch,
-    tasks_dataset,
-)
-from .verification import VerifyOptions, VerifyPaths, VerifyReport, verify_rollouts
+import typing as _typing
+from importlib import import_module as _import_module
+
+if _typing.TYPE_CHECKING:
+    from ._progress import ProgressView
+    from .checks import CheckItem, EnvironmentContract, check_environment
+    from .cli import app, main
+    from .collection import BadRow, CollectOptions, CollectResult, Plan, PlannedRollout, collect, run_id_for
+    from .preparation import PrepareOptions, PrepareReport, prepare
+    from .serving import serve
+    from .training import (
+        BusRolloutWorker,
+        BusRollouts,
+        Sampling,
+        StitchError,
+        TokenSequence,
+        environment_reward,
+        prompt_messages,
+        stitch,
+        tasks_dataset,
+    )
+    from .verification import VerifyOptions, VerifyPaths, VerifyReport, verify_rollouts
+
+# Loaded when first used: a process imports only the rooms of what it runs (a worker
+# process, `serve`, never the viewer, `prepare` or `secure`).
+_WHERE = {
+    "BadRow": ".collection",
+    "BusRolloutWorker": ".training",
+    "BusRollouts": ".training",
+    "CheckItem": ".checks",
+    "CollectOptions": ".collection",
+    "CollectResult": ".collection",
+    "EnvironmentContract": ".checks",
+    "Plan": ".collection",
+    "PlannedRollout": ".collection",
+    "PrepareOptions": ".preparation",
+    "PrepareReport": ".preparation",
+    "ProgressView": "._progress",
+    "Sampling": ".training",
+    "StitchError": ".training",
+    "TokenSequence": ".training",
+    "VerifyOptions": ".verification",
+    "VerifyPaths": ".verification",
+    "VerifyReport": ".verification",
+    "app": ".cli",
+    "check_environment": ".checks",
+    "collect": ".collection",
+    "environment_reward": ".training",
+    "main": ".cli",
+    "prepare": ".preparation",
+    "prompt_messages": ".training",
+    "run_id_for": ".collection",
+    "serve": ".serving",
+    "stitch": ".training",
+    "tasks_dataset": ".training",
+    "verify_rollouts": ".verification",
+}
 
 __all__ = [
     "BadRow",
@@ -62,3 +101,15 @@ __all__ = [
     "tasks_dataset",
     "verify_rollouts",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_import_module(_WHERE[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -7,14 +7,20 @@
     serve, status    serving/_command.py     (and `sync-adapters`, `nemo-gym install`)
     view             viewer/_command.py
     secure init      security/_command.py
+
+A process loads only the room of the command it runs (`main` builds the app for it): a
+worker process (`serve`) never imports the viewer, `prepare` or `secure`. `app`, the
+whole command line, is built when first asked for (`--help`, tests).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
+from importlib import import_module
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.logging import RichHandler
@@ -22,50 +28,62 @@ from rich.logging import RichHandler
 from gymbus.bus import tune_gc
 
 from ._console import err
-from .checks._command import check_command
-from .collection._command import collect_command
-from .preparation._command import prepare_command
-from .security._command import secure_init_command
-from .serving._command import nemo_gym_install_command, serve_command, status_command, sync_adapters_command
-from .verification._command import verify_command
-from .viewer._command import view_command
 
 __all__ = ["app", "main"]
 
 VERSION = "0.1.0"
 
-app = typer.Typer(
-    name="gym-runner",
-    help=(
-        "Run reinforcement-learning environments for LLMs on a NATS bus, and collect rewarded rollouts "
-        "from NeMo Gym-format JSONL datasets.\n\n"
-        "With no NATS_URL set, commands start an embedded nats-server for you."
+_COMMANDS = {
+    "collect": ("collection._command", "collect_command"),
+    "verify": ("verification._command", "verify_command"),
+    "prepare": ("preparation._command", "prepare_command"),
+    "check": ("checks._command", "check_command"),
+    "serve": ("serving._command", "serve_command"),
+    "status": ("serving._command", "status_command"),
+    "sync-adapters": ("serving._command", "sync_adapters_command"),
+    "view": ("viewer._command", "view_command"),
+}
+_GROUPS = {
+    "nemo-gym": (
+        "NeMo Gym's servers and agents, hosted unchanged (`serve nemo-gym:<server>`).",
+        {"install": ("serving._command", "nemo_gym_install_command")},
     ),
-    no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode="markdown",
-)
-for name, command in (
-    ("collect", collect_command),
-    ("verify", verify_command),
-    ("prepare", prepare_command),
-    ("check", check_command),
-    ("serve", serve_command),
-    ("status", status_command),
-    ("sync-adapters", sync_adapters_command),
-    ("view", view_command),
-):
-    app.command(name)(command)
+    "secure": (
+        "Lock a shared bus: nats-server configuration and per-role credentials.",
+        {"init": ("security._command", "secure_init_command")},
+    ),
+}
 
-nemo_gym_app = typer.Typer(
-    help="NeMo Gym's servers and agents, hosted unchanged (`serve nemo-gym:<server>`)."
-)
-nemo_gym_app.command("install")(nemo_gym_install_command)
-app.add_typer(nemo_gym_app, name="nemo-gym")
 
-secure_app = typer.Typer(help="Lock a shared bus: nats-server configuration and per-role credentials.")
-secure_app.command("init")(secure_init_command)
-app.add_typer(secure_app, name="secure")
+def _command(where: tuple[str, str]) -> Any:
+    module, name = where
+    return getattr(import_module(f".{module}", __package__), name)
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The command line with every command, or with just the command (or group) `only`."""
+    app = typer.Typer(
+        name="gym-runner",
+        help=(
+            "Run reinforcement-learning environments for LLMs on a NATS bus, and collect rewarded rollouts "
+            "from NeMo Gym-format JSONL datasets.\n\n"
+            "With no NATS_URL set, commands start an embedded nats-server for you."
+        ),
+        no_args_is_help=True,
+        add_completion=False,
+        rich_markup_mode="markdown",
+    )
+    for name, where in _COMMANDS.items():
+        if only in (None, name):
+            app.command(name)(_command(where))
+    for group, (help_text, commands) in _GROUPS.items():
+        if only in (None, group):
+            sub = typer.Typer(help=help_text)
+            for name, where in commands.items():
+                sub.command(name)(_command(where))
+            app.add_typer(sub, name=group)
+    app.callback()(_main)
+    return app
 
 
 def _version(value: bool) -> None:
@@ -74,7 +92,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _main(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
@@ -137,4 +154,14 @@ def _configure_logging(verbose: bool) -> None:
 
 
 def main() -> None:
-    app()
+    """`gym-runner`: the command its arguments name is the only one loaded (all of them
+    for `--help`, or when a global option comes first)."""
+    first = sys.argv[1] if len(sys.argv) > 1 else None
+    build_app(first if first in _COMMANDS or first in _GROUPS else None)()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the whole command line, built once, when first asked for
+        globals()["app"] = built = build_app()
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,11 +19,22 @@ from tests.fake_openai import FakeOpenAI, ServerThread
 from tests.fake_web import CX as FAKE_CX
 from tests.fake_web import KEY as FAKE_KEY
 from tests.fake_web import FakeWeb
+from tests.lanes import markers_of
 from tests.lora import LORA_ARGS, LORA_ENV
 from tests.tiny_model import tiny_model_dir
 from tests.vllm_server import VllmServer, vllm_python
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with what its file needs (`tests/lanes.py`)."""
+    for item in items:
+        path = item.path.resolve()
+        if path.is_relative_to(TESTS):
+            for marker in markers_of(path.relative_to(TESTS).as_posix()):
+                item.add_marker(marker)
 WEATHER = "example_single_tool_call"
 WEATHER_AGENT = "example_single_tool_call_simple_agent"
 

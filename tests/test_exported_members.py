@@ -19,10 +19,11 @@ ROOMS = [cluster, wire, security, connection, policy, run, hosting]
 
 @pytest.mark.parametrize("package", [schemas, bus, *ROOMS, functions, runner], ids=lambda p: p.__name__)
 def test_public_names_are_exactly_all(package: ModuleType) -> None:
+    # dir(), not vars(): a package may load its names when first used (runner/ does).
     public = {
         name
-        for name, value in vars(package).items()
-        if not name.startswith("_") and (not inspect.ismodule(value) or name in package.__all__)
+        for name in dir(package)
+        if not name.startswith("_") and (not inspect.ismodule(getattr(package, name)) or name in package.__all__)
     }
     assert set(package.__all__) == public
     assert len(package.__all__) == len(set(package.__all__))

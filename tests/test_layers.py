@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -157,3 +159,22 @@ def test_what_the_runner_s_commands_share_imports_no_command_s_room() -> None:
                 if node.module.split(".")[0] in rooms:
                     offenders.setdefault(path.name, []).append(node.module)
     assert offenders == {}
+
+
+def test_a_worker_process_imports_no_viewer_preparation_or_security_module() -> None:
+    # What `python -m gymbus.runner serve ...` (the worker command) loads before it serves.
+    script = (
+        "import runpy, sys\n"
+        "sys.argv = ['gym-runner', 'serve', '--help']\n"
+        "try:\n"
+        "    runpy.run_module('gymbus.runner', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('\\n'.join(sorted(sys.modules)))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-P", "-c", script], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.split()
+    assert "gymbus.runner.serving._serve" in loaded  # the check sees the worker's own modules
+    rooms = ("gymbus.runner.viewer", "gymbus.runner.preparation", "gymbus.runner.security")
+    assert [name for name in loaded if name.startswith(rooms)] == []
