@@ -8,11 +8,11 @@
 |                   |                          | (none, or not a subject token: `gym.results.unrouted`)  |
 | `Gym-Seq`         | tasks and results        | the task's position in its run (0-based)                |
 | `Gym-Attempt`     | tasks and results        | earlier failed attempts of this rollout (`--resume`)    |
-| `Gym-Token`       | tasks and results        | the runner's signature of the task (`bus._runkeys`), echoed on its result |
+| `Gym-Token`       | tasks and results        | the runner's signature of the task (`bus.run._runkeys`), echoed on its result |
 | `Gym-Delivery`    | set by an agent worker   | how many times JetStream delivered the task             |
 | `Gym-Task`        | results                  | the task's sequence number in GYM_TASKS (its publish ack's `seq`) |
 | `Gym-Working`     | empty replies            | keep-alive: the request is still being worked on        |
-| `Gym-Claim`       | any message              | `<prefix>;<chunks>;<sha256>`: the body is in the claim store (`bus._claim_checks`) |
+| `Gym-Claim`       | any message              | `<prefix>;<chunks>;<sha256>`: the body is in the claim store (`bus.wire._claim_checks`) |
 | `Nats-Msg-Id`     | tasks and results        | `<run>.<seq>.<attempt>` (a result's adds its token): JetStream drops a repeat |
 | `Nats-Service-Error`, `Nats-Service-Error-Code` | error replies | the error's message and code (`schemas._errors`) |
 

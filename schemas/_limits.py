@@ -100,6 +100,9 @@ class Timeouts:
     takes milliseconds, so this only redelivers what a reconnect lost."""
     ack_wait: float = 12.0
     """A task not acked or heartbeated for this long is redelivered to another worker."""
+    duplicate_window: float = 120.0
+    """A task or result published again within this long of the first (same message id) is
+    dropped by the stream: a publish retried after a lost acknowledgement is stored once."""
     keepalive: float = 2.0
     """A worker tells a waiting requester it is still working this often."""
     late_reply: float = 300.0
@@ -175,6 +178,8 @@ class Limits:
     `Timeouts.server_ping`)."""
     max_ack_pending: int = 32768
     """Tasks of one agent in flight across all its workers (a cluster-wide cap)."""
+    max_waiting: int = 4096
+    """Pull requests (one per worker fetch) waiting at once on one agent's consumer."""
     collect_concurrency: int = 1024
     """Rollouts a collection keeps in flight (`collect --concurrency`)."""
     max_attempts: int = 3

@@ -8,7 +8,7 @@ its parent (Linux `PR_SET_PDEATHSIG`), so a killed runner leaves no server behin
 
 A `locked` server (what `gym-runner` starts by default) admits only two nkey identities
 made for it: `runner` (the process that started it) and `worker` (the workers it starts),
-each with its role's permissions (`bus._roles`). Their seeds are files readable by their
+each with its role's permissions (`bus.security._roles`). Their seeds are files readable by their
 owner only, in the server's private temporary directory; processes get them by the
 `NATS_NKEY` variable, never on a command line. Another local user can neither read them
 nor connect without them.

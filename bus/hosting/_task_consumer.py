@@ -81,7 +81,7 @@ async def _ensure_agent_consumer(js: JetStreamContext, agent: str, limits: Limit
         ack_wait=timeouts.ack_wait,
         max_deliver=limits.max_deliver,
         max_ack_pending=limits.max_ack_pending,
-        max_waiting=4096,
+        max_waiting=limits.max_waiting,
     )
     await retry_while_forming(js, lambda: js.add_consumer(subjects.TASKS_STREAM, config))
     return name

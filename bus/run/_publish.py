@@ -37,7 +37,7 @@ def task_headers(
     run_id: str, seq: int, attempt: int, deadline: float, token: str | None = None
 ) -> dict[str, str]:
     """The headers of task `seq` of run `run_id`: where its result goes, which attempt it is,
-    when its work is dropped, and the runner's `token` (`bus._runkeys.task_token`), which
+    when its work is dropped, and the runner's `token` (`bus.run._runkeys.task_token`), which
     the agent echoes on the result so the runner knows it answers this task."""
     headers = {
         MSG_ID: task_id(run_id, seq, attempt),

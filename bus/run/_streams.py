@@ -26,7 +26,7 @@ from nats.js.api import (
     StreamConfig,
 )
 
-from gymbus.schemas import RESULTS_MAX_AGE, Limits, Timeouts
+from gymbus.schemas import DEFAULT_TIMEOUTS, RESULTS_MAX_AGE, Limits, Timeouts
 
 from ..wire import subjects
 from ..cluster import PEERS_UNKNOWN, retry_while_forming
@@ -38,7 +38,8 @@ __all__ = ["add_results_consumer", "ensure_streams", "pull_results", "results_co
 
 async def ensure_streams(js: JetStreamContext) -> None:
     """Create the task and result streams, or bring an existing one to this config (but
-    its replica count, which only the one that creates it sets: `bus._replicas`)."""
+    its replica count, which only the one that creates it sets: `bus.cluster`). The config
+    is the defaults' (`Timeouts.duplicate_window`): every caller shares the streams."""
     replicas = replicas_of(js)
     for config in (
         StreamConfig(
@@ -46,7 +47,7 @@ async def ensure_streams(js: JetStreamContext) -> None:
             subjects=[subjects.tasks_all()],
             retention=RetentionPolicy.WORK_QUEUE,
             storage=StorageType.FILE,
-            duplicate_window=120.0,
+            duplicate_window=DEFAULT_TIMEOUTS.duplicate_window,
             num_replicas=replicas,
         ),
         StreamConfig(
@@ -54,7 +55,7 @@ async def ensure_streams(js: JetStreamContext) -> None:
             subjects=[subjects.results_all()],
             retention=RetentionPolicy.LIMITS,
             storage=StorageType.FILE,
-            duplicate_window=120.0,
+            duplicate_window=DEFAULT_TIMEOUTS.duplicate_window,
             max_age=RESULTS_MAX_AGE,
             num_replicas=replicas,
         ),

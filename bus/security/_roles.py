@@ -21,12 +21,12 @@ writes its own report, which the trainer reads.
 Only agents (and the embedded all-in-one worker) may publish to `gym.results.>`. Beyond its
 role's subjects, each identity (its nkey's public key, or user name) gets:
 
-- its own inbox, `_INBOX.<identity>.>`, to read (see `bus._auth.inbox_prefix_for`), so no
+- its own inbox, `_INBOX.<identity>.>`, to read (see `bus.security._auth.inbox_prefix_for`), so no
   role reads another's replies;
 - no publish to other inboxes: a serving role answers a request it received, within
   `allow_responses` (any number of replies, keep-alives included, for its longest call plus
   `Timeouts.late_reply`), and nothing else;
-- claim checks (`bus._claim_checks`): write its own bodies (`gym.claims.*.<identity>.>`) and
+- claim checks (`bus.wire._claim_checks`): write its own bodies (`gym.claims.*.<identity>.>`) and
   read and release those addressed to its identity or its role (`gym.claims.<role>.>`).
 
 JetStream's API is granted per stream and consumer, so a producer cannot open a consumer
@@ -77,7 +77,7 @@ class Role:
     subscribe: tuple[str, ...]
     receives: tuple[str, ...] = ()
     """Claim receivers besides its identity whose bodies it reads: its role name (the
-    receiver of requests on the subjects it serves, `bus._subjects.receiver_of`)."""
+    receiver of requests on the subjects it serves, `bus.wire._subjects.receiver_of`)."""
     answers_within: float = 0.0
     """Seconds after a request arrives that it may still answer it (`allow_responses`);
     0: it serves no requests."""
@@ -144,7 +144,7 @@ def _kv(bucket: str, prefix: str = ">") -> list[str]:
 
 
 def _claim_store() -> list[str]:
-    """Create the claim store if missing (bounded: `bus._claim_checks`) and read its config.
+    """Create the claim store if missing (bounded: `bus.wire._claim_checks`) and read its config.
     Creating cannot loosen a store that exists: the server refuses another config."""
     return [f"{_API}.STREAM.{verb}.{subjects.CLAIMS_STREAM}" for verb in ("INFO", "CREATE")]
 

@@ -9,12 +9,12 @@ and sends an empty message with the header `Gym-Claim: <gym.claims.<receiver>.<s
 (the digest is unpadded base64url). The receiver reads each chunk by a direct get of the
 last message on its subject and checks the digest. Who is who:
 
-- **sender**: the writer's own identity, its reply inbox's token (`bus._auth.inbox_prefix_for`:
+- **sender**: the writer's own identity, its reply inbox's token (`bus.security._auth.inbox_prefix_for`:
   its nkey's public key, or its user name). nats-server lets each role publish only on
   `gym.claims.*.<its identity>.>`, so a receiver knows who wrote a body.
 - **receiver**: the role that serves the subject the message goes to (`env-<env>`,
   `model-<model>`, `agent-<agent>` for its requests and its tasks, `runner` for results), or
-  for a reply the requester's identity (`bus._subjects.receiver_of`). Each role may read
+  for a reply the requester's identity (`bus.wire._subjects.receiver_of`). Each role may read
   (`$JS.API.DIRECT.GET.GYM_CLAIMS.gym.claims.<receiver>.>`) only what is addressed to its
   role name or its identity.
 

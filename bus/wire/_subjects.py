@@ -17,7 +17,7 @@
                                      JetStream's pull request for a durable consumer's messages
     gym.claims.<receiver>.<sender>.<id>.<chunk>
                                      one chunk of a body too big for one message (GYM_CLAIMS)
-    _INBOX.<identity>.<...>          replies to the requests of one identity (`bus._auth`)
+    _INBOX.<identity>.<...>          replies to the requests of one identity (`bus.security._auth`)
 
 A name is one subject token: letters, digits, `_` and `-`.
 """
@@ -182,7 +182,7 @@ def is_inbox(subject: str) -> bool:
 
 def identity_of_inbox(inbox: str) -> str | None:
     """The identity whose replies come on `inbox`: its second token (`_INBOX.<identity>.<nuid>`,
-    `bus._auth.inbox_prefix_for`); `None` for a plain `_INBOX.<nuid>` (no identity)."""
+    `bus.security._auth.inbox_prefix_for`); `None` for a plain `_INBOX.<nuid>` (no identity)."""
     parts = inbox.split(".")
     return parts[1] if len(parts) >= 3 and parts[0] == _INBOX and is_name(parts[1]) else None
 
