@@ -44,7 +44,7 @@ from msgspec import Struct
 from gymbus.schemas import DeadlineExceeded
 
 from ._sandbox import DEFAULT_SANDBOX_LIMITS, ProgramRun, SandboxLimits, open_sandbox
-from ._turns import Account, slots_for
+from ._sandbox_slots import Account, slots_for
 
 __all__ = ["Outcome", "UnitTests", "run_unit_tests"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gymbus.functions.environments._turns import Account, Slots
+from gymbus.functions.environments._sandbox_slots import Account, Slots
 
 
 async def test_a_free_slot_goes_to_whoever_had_least_then_to_whoever_asked_first() -> None:
