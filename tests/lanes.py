@@ -12,9 +12,9 @@ from __future__ import annotations
 
 NEEDS: dict[str, tuple[str, ...]] = {
     "functions/test_vllm_rollouts.py": ("vllm",),
-    "runner/test_async_groups.py": ("trl",),
-    "runner/test_trainer_advantages.py": ("trl",),
-    "runner/test_trainer_sampling.py": ("trl",),
+    "runner/training/test_async_groups.py": ("trl",),
+    "runner/training/test_trainer_advantages.py": ("trl",),
+    "runner/training/test_trainer_sampling.py": ("trl",),
     "integration/test_adapter_delivery.py": ("vllm", "trl", "cluster"),
     "integration/test_async_trainer.py": ("vllm", "trl"),
     "integration/test_async_two_servers.py": ("vllm", "trl"),

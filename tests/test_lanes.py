@@ -15,4 +15,4 @@ def test_every_file_the_table_names_exists() -> None:
 
 def test_what_needs_more_than_a_nats_server_is_slow() -> None:
     assert all("slow" in markers_of(path) for path in NEEDS)
-    assert markers_of("bus/test_run_book.py") == ()
+    assert markers_of("bus/run/test_run_book.py") == ()

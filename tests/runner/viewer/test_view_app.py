@@ -20,7 +20,7 @@ from gymbus.runner.viewer._app import _make_app, _names_of, _Source
 from gymbus.runner.viewer._html import PageTooLarge, render_html
 from gymbus.runner.viewer._index import RolloutIndex
 from gymbus.schemas import ViewLimits
-from tests.runner.test_view_index import indexed, rollout, write
+from tests.runner.viewer.test_view_index import indexed, rollout, write
 
 LIMITS = ViewLimits(page_rows=2, max_page_rows=3)
 
