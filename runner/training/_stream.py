@@ -22,20 +22,21 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from gymbus.bus import RunBook, RunClient
 from gymbus.schemas import TASK_INDEX, Timeouts
 
+from ._data import TaskIndex
 from ._groups import GroupOutcome, Member, read_member, score_group
 from ._sampling import Sampling
 from ._task_rows import task_for
 
-__all__ = ["Group", "Progress", "RolloutStream", "StreamSettings"]
+__all__ = ["Group", "Progress", "RolloutStream", "StreamSettings", "Trainer"]
 
 log = logging.getLogger("gymbus.trainer")
 
@@ -94,33 +95,33 @@ class Tally:
     finished_at: float = field(default_factory=time.time)
 
 
+class Trainer(Protocol):
+    """The trainer a stream feeds, as the stream sees it: samples go out one way
+    (`deliver`), metrics too (`report`); the stream reads the trainer's policy `version`
+    and how many samples wait in its buffer (`buffered`). A sample the trainer takes comes
+    back as `RolloutStream.taken`."""
+
+    def version(self) -> int: ...
+
+    def deliver(self, samples: list[Any]) -> None: ...
+
+    def report(self, metrics: dict[str, Any]) -> None: ...
+
+    def buffered(self) -> int: ...
+
+
 class RolloutStream:
-    """Admits, gathers and scores groups; `deliver(samples)` hands each group's samples on,
-    `report(metrics)` its metrics. `version()` is the trainer's current policy version."""
+    """Admits the dataset's (`index`) prompts as groups, gathers and scores them, and feeds
+    their samples and metrics to `trainer`."""
 
     def __init__(
-        self,
-        client: RunClient,
-        settings: StreamSettings,
-        tasks: Sequence[str],
-        prompts: Sequence[Any],
-        labels: Callable[[int], str],
-        sampling: Sampling,
-        version: Callable[[], int],
-        deliver: Callable[[list[Any]], None],
-        report: Callable[[dict[str, Any]], None],
-        buffered: Callable[[], int],
+        self, client: RunClient, settings: StreamSettings, index: TaskIndex, sampling: Sampling, trainer: Trainer
     ) -> None:
         self.client = client
         self.settings = settings
-        self.tasks = tasks
-        self.prompts = prompts
-        self.labels = labels
+        self.index = index
         self.sampling = sampling
-        self.version = version
-        self.deliver = deliver
-        self.report = report
-        self.buffered = buffered
+        self.trainer = trainer
         self.groups: dict[int, Group] = {}
         """Groups whose rollouts are not all in."""
         self.groups_taken: dict[int, Group] = {}
@@ -133,7 +134,7 @@ class RolloutStream:
         """Groups an earlier trainer of the run left open (`resume`)."""
         self.finished_taken_over = 0
         """Of those, the groups finished here."""
-        self.order = _positions(len(tasks), settings.seed)
+        self.order = _positions(len(index.tasks), settings.seed)
         self.book = RunBook(settings.timeouts.result_grace)
         """The rollouts in flight, and how each ends."""
 
@@ -172,7 +173,7 @@ class RolloutStream:
             position = next(self.order)
             deadline = time.time() + self.settings.rollout_timeout
             bodies = [
-                task_for(self.tasks[position], self.labels(position), position, repeat, self.sampling, True,
+                task_for(self.index.tasks[position], self.index.describe(position), position, repeat, self.sampling, True,
                          self.settings.policy)
                 for repeat in range(size)
             ]  # fmt: skip
@@ -205,10 +206,10 @@ class RolloutStream:
         counted, since = self.tally.rollouts, time.monotonic()
         while True:
             await asyncio.sleep(1.0)
-            self.report({
+            self.trainer.report({
                 "rollout/rollouts_per_s": (float(self.tally.rollouts - counted), time.monotonic() - since),
                 "rollout/groups_outstanding": float(self.outstanding),
-                "rollout/buffer_size": float(self.buffered()),
+                "rollout/buffer_size": float(self.trainer.buffered()),
             })  # fmt: skip
             counted, since = self.tally.rollouts, time.monotonic()
             for seq, row in self.book.expired():
@@ -233,15 +234,15 @@ class RolloutStream:
         self.finished_taken_over += group.id in self.taken_over
         required = self.settings.policy is not None
         members = [read_member(row or b"{}", group.agent, required) for row in group.rows]
-        prompt = self.prompts[group.position] if group.position is not None else []
+        prompt = self.index.prompts[group.position] if group.position is not None else []
         outcome = score_group(
-            members, group.id, prompt, self.version(), self.settings.max_staleness, self.settings.dynamic_sampling
+            members, group.id, prompt, self.trainer.version(), self.settings.max_staleness, self.settings.dynamic_sampling
         )
         self._count(members, outcome)
         if outcome.samples:
             group.left = len(outcome.samples)
             self.groups_taken[group.id] = group
-            self.deliver(outcome.samples)
+            self.trainer.deliver(outcome.samples)
         else:
             self._release()
         asyncio.get_running_loop().create_task(self._finished(group.id))
@@ -302,7 +303,7 @@ class RolloutStream:
         for agent in agents:
             rewards = [member.reward for member in members if member.failure is None and member.agent == agent]
             metrics[f"rollout/reward/{agent}"] = sum(rewards) / len(rewards)
-        self.report(metrics)
+        self.trainer.report(metrics)
 
 
 def _positions(count: int, seed: int) -> Iterator[int]:

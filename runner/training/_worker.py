@@ -168,10 +168,7 @@ class BusRolloutWorker:
         client = self.loop.run(
             RunClient.open(self.bus, self.run_id, resume=self.resume, limits=self.limits, timeouts=self.timeouts)
         )
-        self.stream = RolloutStream(
-            client, self.settings, self.index.tasks, self.index.prompts, self.index.describe, self.sampling,
-            self._version, self._deliver, self._report, self.rollout_buffer.qsize,
-        )  # fmt: skip
+        self.stream = RolloutStream(client, self.settings, self.index, self.sampling, _Feed(self))
         if self.resume:
             self.loop.run(self.stream.resume())
         self.running = self.loop.submit(self._run(self.stream))
@@ -242,24 +239,35 @@ class BusRolloutWorker:
         await self.publisher.close(forget=forget)
         await self.bus.close(self.timeouts)
 
-    def _version(self) -> int:
-        """The trainer's version, in the policy's numbering (continued across restarts)."""
-        return self.publisher.base + self.trainer_version
-
-    def _deliver(self, samples: list[Any]) -> None:
-        base = self.publisher.base
-        for sample in samples:
-            sample.model_version -= base  # the trainer counts from its own first version
-            self.rollout_buffer.put_nowait(sample)
-
-    def _report(self, metrics: dict[str, Any]) -> None:
-        self.metrics_queue.put_nowait(metrics)
-
     def _taken(self, group_id: int) -> None:
         stream = self.stream
         if stream is not None:
             self.loop.loop.call_soon_threadsafe(stream.taken, group_id)
 
+
+
+class _Feed:
+    """TRL's trainer as its rollout stream sees it (`Trainer`): the worker's sample buffer
+    and metrics queue, which the trainer reads from its own thread, and its version."""
+
+    def __init__(self, worker: BusRolloutWorker) -> None:
+        self.worker = worker
+
+    def version(self) -> int:
+        """The trainer's version, in the policy's numbering (continued across restarts)."""
+        return self.worker.publisher.base + self.worker.trainer_version
+
+    def deliver(self, samples: list[Any]) -> None:
+        base = self.worker.publisher.base
+        for sample in samples:
+            sample.model_version -= base  # the trainer counts from its own first version
+            self.worker.rollout_buffer.put_nowait(sample)
+
+    def report(self, metrics: dict[str, Any]) -> None:
+        self.worker.metrics_queue.put_nowait(metrics)
+
+    def buffered(self) -> int:
+        return self.worker.rollout_buffer.qsize()
 
 def _inflight_groups(args: Any) -> int:
     """TRL's default bound (`max_staleness` steps of samples, at least one), in groups."""
