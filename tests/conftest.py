@@ -28,12 +28,24 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TESTS = Path(__file__).resolve().parent
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """In the fast lane, a file that is slow as a whole is not even imported (TRL alone
+    takes seconds to import)."""
+    if "not slow" not in (config.getoption("markexpr") or "") or not collection_path.is_file():
+        return None
+    path = collection_path.resolve()
+    if path.is_relative_to(TESTS) and "slow" in markers_of(path.relative_to(TESTS).as_posix()):
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test with what its file needs (`tests/lanes.py`)."""
     for item in items:
         path = item.path.resolve()
         if path.is_relative_to(TESTS):
-            for marker in markers_of(path.relative_to(TESTS).as_posix()):
+            test = getattr(item, "originalname", item.name)
+            for marker in markers_of(path.relative_to(TESTS).as_posix(), test):
                 item.add_marker(marker)
 WEATHER = "example_single_tool_call"
 WEATHER_AGENT = "example_single_tool_call_simple_agent"

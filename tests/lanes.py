@@ -37,11 +37,37 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "test_docs.py": ("vllm", "node"),
 }
 
-SLOW: set[str] = set()
-"""Files that need none of the above but take long (measured with `--durations`)."""
+SLOW = {
+    # Measured with `pytest -m "not slow" --durations=80`: each file (or test, after `::`)
+    # took seconds on a busy 2-core machine. Commands run end to end: worker processes,
+    # an embedded server, a sandbox, a wheel, mypy.
+    "test_types.py",
+    "test_packaging.py",
+    "test_import_cost.py",
+    "integration/test_check.py",
+    "integration/test_code_gen.py",
+    "integration/test_collect.py",
+    "integration/test_demos.py",
+    "integration/test_search_and_multi_turn.py",
+    "integration/test_serve.py",
+    "integration/test_text_verifier_environments.py",
+    "integration/test_tool_environments.py",
+    "integration/test_verifier_environments.py",
+    "integration/test_verify.py",
+    "functions/test_code_sandbox.py",
+    "functions/test_code_sandbox_escapes.py",
+    "functions/test_reasoning_gym.py::test_the_script_reports_an_unknown_task",
+    "functions/test_reasoning_gym.py::test_the_script_writes_nemo_gym_rows",
+    "runner/test_disk_full.py",
+    "runner/test_prepare.py::test_an_unreachable_hub_is_a_clear_error",
+    "runner/viewer/test_view_app.py::test_no_other_command_loads_the_viewer_or_a_web_server",
+}
+"""Files (or single tests) that need none of the above but take long."""
 
 
-def markers_of(path: str) -> tuple[str, ...]:
-    """The markers of the test file at `path` (relative to tests/, with forward slashes)."""
+def markers_of(path: str, test: str = "") -> tuple[str, ...]:
+    """The markers of test `test` (its function's name) in the file at `path` (relative to
+    tests/, with forward slashes)."""
     needs = NEEDS.get(path, ())
-    return (*needs, "slow") if needs or path in SLOW else ()
+    slow = needs or path in SLOW or f"{path}::{test}" in SLOW
+    return (*needs, "slow") if slow else ()

@@ -9,8 +9,14 @@ from tests.lanes import NEEDS, SLOW, markers_of
 TESTS = Path(__file__).resolve().parent
 
 
-def test_every_file_the_table_names_exists() -> None:
-    assert [path for path in [*NEEDS, *SLOW] if not (TESTS / path).is_file()] == []
+def test_every_file_and_test_the_table_names_exists() -> None:
+    named = [entry.split("::") for entry in [*NEEDS, *SLOW]]
+    assert [entry for entry in named if not (TESTS / entry[0]).is_file()] == []
+    missing = [
+        "::".join(entry) for entry in named
+        if len(entry) == 2 and f"def {entry[1]}(" not in (TESTS / entry[0]).read_text()
+    ]  # fmt: skip
+    assert missing == []
 
 
 def test_what_needs_more_than_a_nats_server_is_slow() -> None:
