@@ -7,6 +7,7 @@
     serve, status    serving/_command.py     (and `sync-adapters`, `nemo-gym install`)
     view             viewer/_command.py
     secure init      security/_command.py
+    new-environment  scaffold/_command.py
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ._console import err
 from .checks._command import check_command
 from .collection._command import collect_command
 from .preparation._command import prepare_command
+from .scaffold._command import new_environment_command
 from .security._command import secure_init_command
 from .serving._command import nemo_gym_install_command, serve_command, status_command, sync_adapters_command
 from .verification._command import verify_command
@@ -54,6 +56,7 @@ for name, command in (
     ("status", status_command),
     ("sync-adapters", sync_adapters_command),
     ("view", view_command),
+    ("new-environment", new_environment_command),
 ):
     app.command(name)(command)
 

@@ -36,6 +36,7 @@ import json
 import time
 import uuid
 from collections import Counter, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,7 +172,7 @@ class _Verification:
 
     nc: Connection
     options: VerifyOptions
-    known: dict[str, Agent]
+    known: Mapping[str, Agent]
     served: set[str]
     inputs: InputIndex | None
 
