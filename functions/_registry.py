@@ -168,7 +168,7 @@ class Registry:
         for spec in expanded:
             self._check_free(spec, source)
         for spec in expanded:
-            self._added[spec.name] = (spec, source)
+            self._added.setdefault(spec.name, (spec, source))
         return [spec.name for spec in expanded]
 
     def remove(self, names: Iterable[str]) -> None:
@@ -199,10 +199,10 @@ class Registry:
 
     def _check_free(self, spec: Spec, source: str) -> None:
         added = self._added.get(spec.name)
-        if added is not None and added[0] is not spec:
+        if added is not None and not _same(added[0], spec):
             raise FunctionClash(f"{spec.name!r} is defined twice: by {added[1]} and by {source}")
         builtin = _builtin(spec.name)
-        if builtin is not None and builtin is not spec:
+        if builtin is not None and not _same(builtin, spec):
             raise FunctionClash(f"{spec.name!r} is defined twice: by {BUILT_IN} and by {source}")
 
     def _load_entry_points(self) -> None:
@@ -249,6 +249,13 @@ class _Table(Mapping[str, T], Generic[T]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+def _same(one: Spec, other: Spec) -> bool:
+    """Whether two registrations are of one function: the same object, or equal agents (an
+    environment's default agents are made afresh each time its module is registered, by
+    its file and then by its module path, say)."""
+    return one is other or (isinstance(one, Agent) and one == other)
 
 
 def _specs_in(loaded: object) -> list[Spec]:
