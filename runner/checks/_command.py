@@ -55,7 +55,7 @@ def check_command(
 
         gym-runner check mcqa --input examples/mcqa.jsonl --line 3
 
-        gym-runner check examples/own_environment/word_guess.py
+        gym-runner check examples/shopping_list/shopping_list/environment.py
 
         NATS_URL=nats://host:4222 gym-runner check my_env --input my_env_tasks.jsonl
     """

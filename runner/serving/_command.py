@@ -85,7 +85,7 @@ def serve_command(
 
         gym-runner serve example_single_tool_call example_single_tool_call_simple_agent offline
 
-        gym-runner serve examples/own_environment/word_guess.py offline
+        gym-runner serve examples/shopping_list/shopping_list/environment.py offline
 
         gym-runner serve openai --model-url http://localhost:8000/v1 --model Qwen/Qwen3-4B --model-api chat
 
