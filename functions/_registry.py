@@ -22,6 +22,7 @@ with them is found by whichever process looks a name up.
 from __future__ import annotations
 
 import difflib
+import logging
 import importlib
 import importlib.metadata
 import sys
@@ -60,6 +61,8 @@ ENTRY_POINT_GROUP = "gymbus.functions"
 """The entry-point group installed packages declare their functions in."""
 
 BUILT_IN = "GymBus's built-ins"
+
+log = logging.getLogger("gymbus.functions")
 
 T = TypeVar("T", Environment, Agent, Model)
 
@@ -216,6 +219,7 @@ class Registry:
                 loaded = entry.load()
             except Exception as exc:  # a broken package must not stop other functions
                 self._broken.append(f"{source} failed to load: {type(exc).__name__}: {exc}")
+                log.warning("%s", self._broken[-1])
                 continue
             try:
                 self.add(_specs_in(loaded), source)
@@ -224,6 +228,7 @@ class Registry:
                 return
             except (TypeError, ValueError) as exc:
                 self._broken.append(f"{source}: {exc}")
+                log.warning("%s", self._broken[-1])
 
     def table(self, kind: type[T]) -> Mapping[str, T]:
         """The functions of one kind, by name, as a read-only mapping."""

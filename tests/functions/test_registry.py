@@ -152,3 +152,31 @@ def test_a_process_imports_only_the_environment_it_looks_up() -> None:
     modules = {name.rsplit(".", 1)[1] for name in json.loads(out.stdout)}
     assert {"mcqa", "example_single_tool_call"} <= modules
     assert modules & set(builtin_environment_names()) == {"mcqa", "example_single_tool_call"}
+
+
+def _distribution(site: Path, name: str, group: str, entries: dict[str, str]) -> None:
+    """An installed distribution as importlib.metadata reads one: a .dist-info folder on sys.path."""
+    info = site / f"{name}-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()))
+
+
+def test_entry_points_are_loaded_a_broken_one_named_and_a_clash_refused(
+    module_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    group = "gymbus.functions.tests-entry-points"
+    (module_dir / "lone_env_installed.py").write_text(ENV_FILE.format(name="installed_one"))
+    (module_dir / "lone_env_twin.py").write_text(ENV_FILE.format(name="installed_one"))
+    _distribution(module_dir, "good_pkg", group, {"good": "lone_env_installed", "bad": "lone_env_missing"})
+    sys.path.insert(0, str(module_dir))
+    registry = Registry(group=group)
+    assert registry.source("installed_one_simple_agent") == (
+        "entry point good = lone_env_installed (package good_pkg)"
+    )
+    assert "entry point bad = lone_env_missing (package good_pkg) failed to load" in caplog.text
+    with pytest.raises(KeyError, match="bad = lone_env_missing .* failed to load: ModuleNotFoundError"):
+        registry.find("nothing_here")
+    _distribution(module_dir, "twin_pkg", group, {"twin": "lone_env_twin"})
+    with pytest.raises(FunctionClash, match="'installed_one' is defined twice: by entry point .* and by entry point"):
+        Registry(group=group).find("mcqa")
