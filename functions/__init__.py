@@ -52,7 +52,6 @@ from ._registry import (
     Spec,
     agents_of,
     find,
-    is_source,
     names,
     policy_adapter,
 )
@@ -112,7 +111,6 @@ __all__ = [
     "VerifyResult",
     "agents_of",
     "find",
-    "is_source",
     "names",
     "policy_adapter",
     "tool",

@@ -36,7 +36,6 @@ from ._spec import Agent, Environment, Model, ModelOptions
 from .agents import AGENT_KINDS, AGENT_MODELS
 from .environments import builtin_environment, builtin_environment_names
 from .models import MODELS as BUILTIN_MODELS
-from .nemo_gym import is_nemo_gym
 
 __all__ = [
     "AGENTS",
@@ -49,7 +48,6 @@ __all__ = [
     "Spec",
     "agents_of",
     "find",
-    "is_source",
     "names",
     "policy_adapter",
 ]
@@ -89,13 +87,6 @@ def agents_of(env: Environment) -> dict[str, Agent]:
         )
         for name in env.agents
     }
-
-
-def is_source(argument: str) -> bool:
-    """Whether a command's function argument names a file or module rather than a function:
-    function names are single subject tokens, so a `/` or `.` cannot be in one. (A NeMo
-    Gym server, `nemo-gym:<server>`, is neither: see `gymbus.functions.nemo_gym`.)"""
-    return not is_nemo_gym(argument) and any(mark in argument for mark in "/.\\")
 
 
 @cache

@@ -11,13 +11,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from gymbus.functions import ENVIRONMENTS, REGISTRY, FunctionClash, is_source
+from gymbus.functions import ENVIRONMENTS, REGISTRY, FunctionClash
+from gymbus.functions.nemo_gym import is_nemo_gym
 
-__all__ = ["SourceError", "absolute", "environment_in", "function_names"]
+__all__ = ["SourceError", "absolute", "environment_in", "function_names", "is_source"]
 
 
 class SourceError(ValueError):
     """A file or module given on the command line could not be loaded."""
+
+
+def is_source(argument: str) -> bool:
+    """Whether a command's function argument names a file or module rather than a function:
+    function names are single subject tokens, so a `/` or `.` cannot be in one. A NeMo Gym
+    server (`nemo-gym:<server>[/<config>]`) is neither."""
+    return not is_nemo_gym(argument) and any(mark in argument for mark in "/.\\")
 
 
 def absolute(argument: str) -> str:

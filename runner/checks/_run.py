@@ -10,11 +10,11 @@ from typing import Any
 import msgspec
 
 from gymbus.bus import ServeOptions, connect, open_bus, wait_served
-from gymbus.functions import ENVIRONMENTS, ModelOptions, is_source
+from gymbus.functions import ENVIRONMENTS, ModelOptions
 from gymbus.schemas import DEFAULT_TIMEOUTS, Timeouts
 
 from .._input import check_row, read_lines
-from .._sources import absolute, environment_in
+from .._sources import absolute, environment_in, is_source
 from .._workers import WorkerProcesses
 from ._check import CheckItem, check_environment
 from ._contract import EnvironmentContract

@@ -22,7 +22,6 @@ from gymbus.functions import (
     Registry,
     VerifyResult,
     find,
-    is_source,
     names,
 )
 from gymbus.functions.environments import builtin_environment_names
@@ -133,12 +132,6 @@ def test_a_file_without_functions_is_refused(registry: Registry, module_dir: Pat
     path.write_text("x = 1\n")
     with pytest.raises(ValueError, match="defines no Environment, Agent or Model"):
         registry.load(str(path))
-
-
-def test_sources_are_told_from_names() -> None:
-    assert [is_source(a) for a in ("mcqa", "my_env.py", "pkg.env", "dir/env", "nemo-gym:mcqa/x")] == [
-        False, True, True, True, False,
-    ]  # fmt: skip
 
 
 def test_a_process_imports_only_the_environment_it_looks_up() -> None:

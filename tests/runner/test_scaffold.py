@@ -55,3 +55,11 @@ def test_the_example_in_the_repository_is_what_the_command_writes(tmp_path: Path
         assert (example / relative).read_text() == path.read_text(), f"regenerate examples/shopping_list: {relative}"
     kept = {p.relative_to(example) for p in example.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     assert kept == {p.relative_to(written.root) for p in written.files}
+
+
+def test_files_and_modules_are_told_from_function_names() -> None:
+    from gymbus.runner._sources import is_source
+
+    assert [is_source(a) for a in ("mcqa", "my_env.py", "pkg.env", "dir/env", "nemo-gym:mcqa/x")] == [
+        False, True, True, True, False,
+    ]  # fmt: skip
