@@ -297,8 +297,9 @@ def _import_file(path: Path) -> ModuleType:
     name = ".".join(parts)
     if name in sys.modules:
         raise FunctionClash(
-            f"{path} is the module {name!r}, already imported from {_file_of(sys.modules[name])}: two copies "
-            "of one package would define the same functions (serve the installed one by name, or uninstall it)"
+            f"{path} is the module {name!r}, already imported from {_file_of(sys.modules[name])}: two "
+            "copies of one package would define the same functions (serve the installed one by name, "
+            "or uninstall it)"
         )
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))

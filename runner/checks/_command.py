@@ -22,7 +22,7 @@ __all__ = ["check_command"]
 def check_command(
     env: Annotated[
         str,
-        typer.Argument(help="The environment to check: its name, or the Python file or module that defines it."),
+        typer.Argument(help="The environment to check: its name, or the Python file or module defining it."),
     ],
     input: Annotated[
         Path | None,
@@ -44,8 +44,9 @@ def check_command(
 
     ENV is a name (built in, or installed: an entry point in the group `gymbus.functions`) or a
     Python file or module that defines one environment. The sample row is the --input row, or one
-    built from the environment's request schemas. A built-in, installed or given environment declares its tools; another one (served by any process on the bus at
-    NATS_URL) is checked against the tools its --input row offers the model and those its service lists.
+    built from the environment's request schemas. A built-in, installed or given environment
+    declares its tools; another one (served by any process on the bus at NATS_URL) is checked
+    against the tools its --input row offers the model and those its service lists.
     With no NATS_URL set, starts an embedded nats-server and a worker serving ENV (and the offline
     policy, for judges), and stops them. On a locked bus, run it with the credentials of an agent of ENV.
 

@@ -400,7 +400,7 @@ def _unserved_row(item: PlannedRollout) -> bytes:
     hint = (
         f"start one with `gym-runner serve {item.agent}`"
         if item.agent in known
-        else (f"{item.agent} is not a built-in agent (built-in: {', '.join(known)})")
+        else f"{item.agent} is neither a built-in agent nor an installed one (known: {', '.join(known)})"
     )
     return failure_row(item.body, "no_worker", f"no worker serves {subject}: {hint}")
 

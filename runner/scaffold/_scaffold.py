@@ -48,7 +48,8 @@ def _check_name(name: str) -> None:
         )
     for taken in (name, f"{name}_simple_agent"):
         if REGISTRY.get(taken) is not None:
-            raise ValueError(f"a function named {taken!r} exists already, from {REGISTRY.source(taken)}: choose another name")
+            source = REGISTRY.source(taken)
+            raise ValueError(f"a function named {taken!r} exists already, from {source}: choose another name")
 
 
 def write_package(name: str, parent: Path) -> Scaffold:

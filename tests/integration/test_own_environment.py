@@ -17,6 +17,7 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -179,29 +180,38 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Package:
 
 
 def _run(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*RUNNER, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [*RUNNER, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
-def _read(path: Path) -> list[dict[str, object]]:
+def _read(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def _assert_rewarded(out: Path) -> None:
+    """Every row came back with its reward, by the environment's rule, from the state its
+    own tool calls left: the balance the last tool output showed (else the seed's)."""
     rows = _read(out)
     assert len(rows) == len(ROWS)
     for row in rows:
-        assert isinstance(row["reward"], float) and isinstance(row["final_balance"], int), row
         assert row["agent_ref"] == {"type": "responses_api_agents", "name": AGENT}
-    # The balance the verifier saw is the seed's plus what the rollout's deposits added.
-    assert sorted(int(row["final_balance"]) >= int(row["initial_balance"]) for row in rows) == [True] * len(ROWS)  # type: ignore[call-overload]
+        shown = [json.loads(item["output"]) for item in row["response"]["output"]
+                 if item["type"] == "function_call_output"]  # fmt: skip
+        balances = [output["balance"] for output in shown if "balance" in output]
+        assert row["final_balance"] == (balances[-1] if balances else row["initial_balance"]), row
+        assert row["reward"] == float(row["final_balance"] == row["expected_balance"]), row
 
 
-def test_collect_starts_the_installed_agent_found_through_its_entry_point(package: Package, tmp_path: Path) -> None:
+def test_collect_starts_the_installed_agent_found_through_its_entry_point(
+    package: Package, tmp_path: Path
+) -> None:
     out = tmp_path / "rollouts.jsonl"
     collected = _run(["collect", "-i", str(package.rows), "-o", str(out)], package.installed)
     assert collected.returncode == 0, collected.stderr
     _assert_rewarded(out)
-    assert not (tmp_path / "rollouts_failures.jsonl").exists() or not _read(tmp_path / "rollouts_failures.jsonl")
+    failures = tmp_path / "rollouts_failures.jsonl"
+    assert not failures.exists() or not _read(failures)
     metrics = json.loads((tmp_path / "rollouts_aggregate_metrics.json").read_text())
     assert [entry["agent_ref"]["name"] for entry in metrics] == [AGENT]
 
