@@ -1,12 +1,60 @@
 """Environments, agents and model adapters: plain async functions typed with `schemas`.
 
-A function knows nothing of NATS. An environment is a few async functions (tools, an
-optional seed, verify); an agent is one async function run once per rollout; a model
-adapter is one async function from a Responses API request to a response.
-`bus` hosts them as services; nothing here imports `nats` or `bus`.
+This is also what you import to write your own. An environment is a few async functions:
+
+- tools, `async def name(args: ArgsStruct, session: Session) -> ResultStruct`, made into
+  `Tool`s with `tool(fn)` (its name and argument struct come from the function);
+- an optional seed, `async def seed(request: MySeedRequest, session: Session) -> None`,
+  called once per rollout with the task row (`SeedRequest` subclassed with the row fields it
+  reads);
+- a verify, `async def verify(request: MyVerifyRequest, session: Session) -> VerifyResult`,
+  given the row and the rollout's `response` (`VerifyRequest` subclassed likewise), whose
+  `reward` is the rollout's reward.
+
+`Environment(name=..., tools=..., seed=..., verify=..., agents=("my_env_simple_agent",))`
+ties them together; each name in `agents` is an agent (NeMo Gym's `simple_agent` loop by
+default) that datasets name in `agent_ref`. `Session.load`/`save` keep per-rollout state
+(on the bus, any replica serves any call of a rollout); `Session.generate` calls a model
+(a judge). An agent of your own is an `Agent` over an `AgentFunction`; a model adapter a
+`Model` whose `make` builds a `ModelFunction`.
+
+Errors a tool may raise: `BadRequest` (the arguments make no sense) and `NotFound` (no such
+thing, or a session that was never seeded) reach the model as the tool's output,
+`{"error": "<message>"}`, and the rollout goes on. Any other exception is a bug: the model
+reads `{"error": "<tool> raised <ExceptionType>; see the worker log"}` (never the message
+or traceback, which go to the worker's log).
+
+Your module's functions are found by `gym-runner serve path/to/my_env.py` (or
+`my_pkg.my_env`), or by name once your package declares an entry point in the group
+`gymbus.functions` (`REGISTRY`, `ENTRY_POINT_GROUP`). Nothing here imports `nats` or `bus`.
 """
 
-from ._registry import AGENTS, agents_of, find, names, policy_adapter
+from gymbus.schemas import (
+    BadRequest,
+    GymError,
+    Item,
+    NotFound,
+    Response,
+    ResponsesCreateParams,
+    SeedRequest,
+    VerifyRequest,
+    VerifyResult,
+)
+
+from ._registry import (
+    AGENTS,
+    ENTRY_POINT_GROUP,
+    ENVIRONMENTS,
+    MODELS,
+    REGISTRY,
+    FunctionClash,
+    Registry,
+    Spec,
+    agents_of,
+    find,
+    names,
+    policy_adapter,
+)
 from ._spec import (
     Agent,
     AgentFunction,
@@ -26,29 +74,41 @@ from ._spec import (
     tool,
 )
 from .agents import AGENT_KINDS
-from .environments import ENVIRONMENTS
-from .models import MODELS
 
 __all__ = [
     "AGENTS",
     "AGENT_KINDS",
+    "ENTRY_POINT_GROUP",
     "ENVIRONMENTS",
     "MODELS",
+    "REGISTRY",
     "Agent",
     "AgentFunction",
     "AgentUnavailable",
+    "BadRequest",
     "Calls",
     "Environment",
+    "FunctionClash",
+    "GymError",
+    "Item",
     "MemoryState",
     "Model",
     "ModelFunction",
     "ModelOptions",
     "Models",
     "NoModels",
+    "NotFound",
+    "Registry",
+    "Response",
+    "ResponsesCreateParams",
+    "SeedRequest",
     "Session",
     "SessionState",
+    "Spec",
     "TaskMetrics",
     "Tool",
+    "VerifyRequest",
+    "VerifyResult",
     "agents_of",
     "find",
     "names",

@@ -7,6 +7,7 @@
     serve, status    serving/_command.py     (and `sync-adapters`, `nemo-gym install`)
     view             viewer/_command.py
     secure init      security/_command.py
+    new-environment  scaffold/_command.py
 
 A process loads only the room of the command it runs (`main` builds the app for it): a
 worker process (`serve`) never imports the viewer, `prepare` or `secure`. `app`, the
@@ -42,6 +43,7 @@ _COMMANDS = {
     "status": ("serving._command", "status_command"),
     "sync-adapters": ("serving._command", "sync_adapters_command"),
     "view": ("viewer._command", "view_command"),
+    "new-environment": ("scaffold._command", "new_environment_command"),
 }
 _GROUPS = {
     "nemo-gym": (

@@ -20,7 +20,10 @@ __all__ = ["check_command"]
 
 
 def check_command(
-    env: Annotated[str, typer.Argument(help="The environment to check, by its name on the bus.")],
+    env: Annotated[
+        str,
+        typer.Argument(help="The environment to check: its name, or the Python file or module defining it."),
+    ],
     input: Annotated[
         Path | None,
         typer.Option(
@@ -39,9 +42,11 @@ def check_command(
     with arguments built from the tool's JSON Schema, and verifies a sample response with a
     numeric `reward`. Prints each item as OK or FAILED with the reason; exits with 1 if any failed.
 
-    The sample row is the --input row, or one built from the environment's request schemas. A
-    built-in environment declares its tools; another one (served by any process on the bus at
-    NATS_URL) is checked against the tools its --input row offers the model and those its service lists.
+    ENV is a name (built in, or installed: an entry point in the group `gymbus.functions`) or a
+    Python file or module that defines one environment. The sample row is the --input row, or one
+    built from the environment's request schemas. A built-in, installed or given environment
+    declares its tools; another one (served by any process on the bus at NATS_URL) is checked
+    against the tools its --input row offers the model and those its service lists.
     With no NATS_URL set, starts an embedded nats-server and a worker serving ENV (and the offline
     policy, for judges), and stops them. On a locked bus, run it with the credentials of an agent of ENV.
 
@@ -50,6 +55,8 @@ def check_command(
         gym-runner check example_single_tool_call
 
         gym-runner check mcqa --input examples/mcqa.jsonl --line 3
+
+        gym-runner check examples/shopping_list/shopping_list/environment.py
 
         NATS_URL=nats://host:4222 gym-runner check my_env --input my_env_tasks.jsonl
     """

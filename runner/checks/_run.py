@@ -14,6 +14,7 @@ from gymbus.functions import ENVIRONMENTS, ModelOptions
 from gymbus.schemas import DEFAULT_TIMEOUTS, Timeouts
 
 from .._input import check_row, read_lines
+from .._sources import absolute, environment_in, is_source
 from .._workers import WorkerProcesses, start_workers
 from ._check import CheckItem, check_environment
 from ._contract import EnvironmentContract
@@ -33,20 +34,25 @@ async def sample_row(path: Path, line: int | None) -> dict[str, Any]:
 async def run_check(
     env: str, row: dict[str, Any] | None, nats_url: str | None, timeouts: Timeouts = DEFAULT_TIMEOUTS
 ) -> list[CheckItem]:
-    """Check `env` on the bus at `nats_url`; with none, on an embedded server where a worker
-    this starts serves it (a built-in environment), with the offline policy as `policy` for
+    """Check `env` (a name, or a Python file or module that defines one environment) on the
+    bus at `nats_url`; with none, on an embedded server where a worker this starts serves it
+    (a built-in, installed or given environment), with the offline policy as `policy` for
     verifiers that call a judge."""
-    builtin = ENVIRONMENTS.get(env)
-    contract = EnvironmentContract.of(builtin, row) if builtin else EnvironmentContract.from_row(env, row)
-    if nats_url is None and builtin is None:
+    served = absolute(env)  # what the worker is given: the file itself, or the name
+    if is_source(env):
+        env = environment_in(env)
+    known = ENVIRONMENTS.get(env)
+    contract = EnvironmentContract.of(known, row) if known else EnvironmentContract.from_row(env, row)
+    if nats_url is None and known is None:
         raise ValueError(
-            f"{env!r} is not a built-in environment: to check one served elsewhere, set NATS_URL to its bus"
+            f"{env!r} is neither a built-in nor an installed environment: to check one served "
+            "elsewhere, set NATS_URL to its bus"
         )
     async with open_bus(nats_url, name="gym-runner check", timeouts=timeouts) as bus:
         if bus.embedded is None:
             return await check_environment(bus, contract, timeouts)
         with tempfile.TemporaryDirectory(prefix="gymbus-check-") as work:
-            serve = ServeOptions(functions=(env, "offline"), model=ModelOptions(), timeouts=timeouts)
+            serve = ServeOptions(functions=(served, "offline"), model=ModelOptions(), timeouts=timeouts)
             workers = WorkerProcesses(serve, bus.url, Path(work) / "worker.log", auth=bus.worker_auth())
             await start_workers(bus, [(workers, [env, "policy"])], timeouts)
             try:

@@ -376,7 +376,11 @@ def _given_up(sink: ResultSink, seq: int, deliveries: int) -> None:
 
 def _unserved_row(item: PlannedRollout) -> bytes:
     known = sorted(AGENTS)
-    hint = None if item.agent in known else f"{item.agent} is not a built-in agent (built-in: {', '.join(known)})"
+    hint = (
+        None
+        if item.agent in known
+        else f"{item.agent} is neither a built-in agent nor an installed one (known: {', '.join(known)})"
+    )
     return unserved_row(item.body, item.agent, hint)
 
 

@@ -37,7 +37,7 @@ from gymbus.bus.security import (
     runner_role,
     server_authorization,
 )
-from gymbus.functions import AGENTS, ENVIRONMENTS, agents_of
+from gymbus.functions import AGENTS, ENVIRONMENTS
 from gymbus.functions.nemo_gym import PREFIX, ServerOutline, outline
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 
@@ -73,7 +73,8 @@ def roles_for(
     for agent in agents:
         if agent not in AGENTS:
             raise ValueError(f"unknown agent {agent!r}; known: {', '.join(sorted(AGENTS))}")
-    agents = sorted({*agents, *(name for env in environments for name in agents_of(ENVIRONMENTS[env]))})
+    # Every agent over them: those an environment declares, and installed agents of their own.
+    agents = sorted({*agents, *(name for name, spec in AGENTS.items() if spec.environment in environments)})
     environments = sorted({*environments, *(AGENTS[name].environment for name in agents)})
     models = sorted(
         {*models, *(m for name in agents for m in (AGENTS[name].model, *AGENTS[name].other_models)),

@@ -14,12 +14,13 @@ import typer
 from rich.console import Console
 
 from gymbus.bus import QueueDepth, ServeOptions, ServiceStats, nats_url_from_env, open_bus
-from gymbus.functions import names
+from gymbus.functions import FunctionClash, names
 from gymbus.functions.nemo_gym import is_nemo_gym
 from gymbus.functions.nemo_gym import prepare as prepare_nemo_gym
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 
 from .._console import fail, say
+from .._sources import SourceError, absolute, function_names
 from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
 from ._adapters import sync_adapters
 from ._serve import serve
@@ -29,7 +30,13 @@ __all__ = ["nemo_gym_install_command", "serve_command", "status_command", "sync_
 
 
 def serve_command(
-    functions: Annotated[list[str], typer.Argument(help="Functions to serve: environments, agents, models.")],
+    functions: Annotated[
+        list[str],
+        typer.Argument(
+            help="Functions to serve: environments, agents, models, by name; or a Python file or "
+            "module path, for every function it defines."
+        ),
+    ],
     replicas: Annotated[int, typer.Option(help="Worker processes; they share each subject.", min=1)] = 1,
     served_model: Annotated[
         str,
@@ -57,6 +64,11 @@ def serve_command(
 
     Connects to NATS_URL; with none set, starts an embedded nats-server and prints its URL.
 
+    A function is named as the built-ins are, or as an installed package declares it (an entry
+    point in the group `gymbus.functions`). A Python file (`path/to/my_env.py`) or module
+    (`my_pkg.my_env`) serves every Environment, Agent and Model it defines at module level,
+    with the agents its environments declare: see docs/own-environment.md.
+
     `nemo-gym:<server>` hosts a NeMo Gym resources server unchanged (`<server>` of the
     nemo-gym package, 0.7.0 or GYMBUS_NEMO_GYM_VERSION=0.4.0, `<server>/<config>`, or the path
     of your own server's directory): in its own virtual environment (built once; needs
@@ -73,6 +85,8 @@ def serve_command(
 
         gym-runner serve example_single_tool_call example_single_tool_call_simple_agent offline
 
+        gym-runner serve examples/shopping_list/shopping_list/environment.py offline
+
         gym-runner serve openai --model-url http://localhost:8000/v1 --model Qwen/Qwen3-4B --model-api chat
 
         gym-runner serve vllm --model-url http://gpu1:8000/v1,http://gpu2:8000/v1
@@ -81,25 +95,30 @@ def serve_command(
 
         gym-runner serve nemo-gym:structured_outputs/structured_outputs_json offline
     """
-    known = names()
-    unknown = [name for name in functions if name not in known and not is_nemo_gym(name)]
+    try:
+        served = function_names(functions)
+        known = names()
+    except (SourceError, FunctionClash) as exc:
+        fail(str(exc))
+    unknown = [name for name in served if name not in known and not is_nemo_gym(name)]
     if unknown:
         fail(
             f"unknown function(s): {', '.join(unknown)}; known: {', '.join(known)}, "
-            "and NeMo Gym servers as nemo-gym:<server>"
+            "NeMo Gym servers as nemo-gym:<server>, and Python files or modules that define functions"
         )
     options = ServeOptions(
-        functions=tuple(functions),
+        # Paths, not the names they define: each worker process loads them itself.
+        functions=tuple(absolute(function) for function in functions),
         model=model_options(model_url, model, model_api_key, model_api, token_capture),
         served_model=served_model,
         limits=replace(DEFAULT_LIMITS, agent_concurrency=concurrency),
         timeouts=replace(DEFAULT_TIMEOUTS, ack_wait=ack_wait),
     )
-    if "openai" in functions and not options.model.model:
+    if "openai" in served and not options.model.model:
         fail("the openai model adapter needs a model name: --model NAME or POLICY_MODEL")
-    if "openai" in functions and options.model.api == "vllm":
+    if "openai" in served and options.model.api == "vllm":
         fail("--model-api vllm is served by the vllm model function: gym-runner serve vllm ...")
-    if "vllm" in functions and not options.model.base_url:
+    if "vllm" in served and not options.model.base_url:
         fail("the vllm model function needs its servers: --model-url URL[,URL...] or POLICY_BASE_URL")
     try:
         raise typer.Exit(serve(options, replicas))

@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import subprocess
+from dataclasses import replace
 
 from gymbus.bus import (
     ENV_VARS,
@@ -22,6 +23,7 @@ from gymbus.bus import (
     serve_functions,
 )
 
+from .._sources import function_names
 from .._workers import worker_command
 
 __all__ = ["serve", "worker_command"]
@@ -61,6 +63,8 @@ def serve(options: ServeOptions, replicas: int = 1) -> int:
 async def _serve_here(options: ServeOptions) -> int:
     stop = asyncio.Event()
     _install_stop(stop)
+    # A file or module path stands for the functions it defines (loaded here, in this process).
+    options = replace(options, functions=tuple(function_names(options.functions)))
     await serve_functions(options, nats_url_from_env(), stop)
     return 0
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +89,7 @@ class Stored:
 
 
 def read_stored(
-    line: bytes, path: str, number: int, default_agent: str | None, known: dict[str, Agent]
+    line: bytes, path: str, number: int, default_agent: str | None, known: Mapping[str, Agent]
 ) -> Stored:
     """Check one stored row. `InputError` names the file, line and field of what is wrong;
     `RolloutFailed("unknown_agent")` names an agent that has no built-in environment."""
@@ -113,7 +114,7 @@ def read_stored(
     )
 
 
-def _agent(agent: str | None, path: str, number: int, known: dict[str, Agent]) -> str:
+def _agent(agent: str | None, path: str, number: int, known: Mapping[str, Agent]) -> str:
     if agent is None:
         raise InputError("missing, and no --agent was given", path=path, line=number, field=AGENT_REF)
     if not subjects.is_name(agent):

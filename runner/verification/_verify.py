@@ -35,6 +35,7 @@ import asyncio
 import json
 import time
 from collections import Counter, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -163,7 +164,7 @@ class _Verification:
 
     verifier: Verifier
     options: VerifyOptions
-    known: dict[str, Agent]
+    known: Mapping[str, Agent]
     served: set[str]
     inputs: InputIndex | None
 

@@ -175,4 +175,4 @@ def test_the_command_passes_a_good_environment(tmp_path: Path, no_nats_url: None
 def test_the_command_exits_1_and_names_a_missing_environment(no_nats_url: None) -> None:
     done = subprocess.run([sys.executable, "-m", "gymbus.runner", "check", "no_such_env"], capture_output=True,
                           text=True, timeout=60, check=False)  # fmt: skip
-    assert done.returncode == 1 and "'no_such_env' is not a built-in environment" in done.stderr
+    assert done.returncode == 1 and "'no_such_env' is neither a built-in nor an installed environment" in done.stderr

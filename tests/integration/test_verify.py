@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import psutil
 import pytest
 
 from gymbus.bus import ServiceHost, environment_service
-from gymbus.functions import AGENTS, ENVIRONMENTS, Environment, MemoryState, Session, agents_of
+from gymbus.functions import REGISTRY, Environment, MemoryState, Session
 from gymbus.runner import ProgressView, VerifyOptions, verify_rollouts
 from gymbus.schemas import UpstreamFailed, VerifyRequest, VerifyResult
 from tests.conftest import EXAMPLES, WEATHER, WEATHER_AGENT
@@ -67,11 +68,10 @@ def write_jsonl(path: Path, rows: list[Any]) -> Path:
 
 
 @pytest.fixture
-def graded(monkeypatch: pytest.MonkeyPatch, host: ServiceHost) -> ServiceHost:
-    monkeypatch.setitem(ENVIRONMENTS, GRADED.name, GRADED)
-    for name, agent in agents_of(GRADED).items():
-        monkeypatch.setitem(AGENTS, name, agent)
-    return host
+def graded(host: ServiceHost) -> Iterator[ServiceHost]:
+    added = REGISTRY.add([GRADED], "tests/integration/test_verify.py")
+    yield host
+    REGISTRY.remove(added)
 
 
 # --- GymBus's own rollouts, on the embedded default ---

@@ -1,0 +1,1 @@
+"""`shopping_list`, a GymBus environment: see environment.py."""
