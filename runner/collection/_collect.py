@@ -72,6 +72,8 @@ class CollectOptions:
     input: Path
     output: Path
     agent: str | None = None
+    input_name: str | None = None
+    """What messages call the input (`<stdin>` for a pipe copied to a file); its path by default."""
     limit: int | None = None
     num_repeats: int = 1
     concurrency: int = DEFAULT_LIMITS.collect_concurrency
@@ -159,8 +161,9 @@ async def _collect(
         paths.start_fresh()
     paths.rollouts.parent.mkdir(parents=True, exist_ok=True)
     plan = await Plan.scan(
-        options.input, limit=options.limit, num_repeats=options.num_repeats, default_agent=options.agent
-    )
+        options.input, limit=options.limit, num_repeats=options.num_repeats, default_agent=options.agent,
+        name=options.input_name,
+    )  # fmt: skip
     async with open_bus(options.nats_url, name="gym-runner collect", timeouts=options.timeouts) as bus:
         workers = await _start_workers(options, plan, bus) if bus.embedded is not None else []
         stop_within = options.timeouts.drain + 5

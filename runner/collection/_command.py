@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -13,6 +14,7 @@ from gymbus.bus import nats_url_from_env
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 
 from .._console import err, fail, say
+from .._input import spooled
 from .._interrupts import Interrupts, interrupted_exit_code
 from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
 from .._output import WriteFailed
@@ -26,7 +28,10 @@ __all__ = ["collect_command"]
 
 def collect_command(
     input: Annotated[
-        Path, typer.Option("--input", "-i", help="Input JSONL: one task per line (NeMo Gym format).")
+        Path,
+        typer.Option(
+            "--input", "-i", help="Input JSONL: one task per line (NeMo Gym format); `-` reads it from a pipe."
+        ),
     ],
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Rollouts JSONL to write; sidecar files go beside it.")
@@ -80,8 +85,15 @@ def collect_command(
         model=model_options(model_url, model, model_api_key, model_api, token_capture) if model_url else None,
         timeouts=replace(DEFAULT_TIMEOUTS, rollout=rollout_timeout),
     )  # fmt: skip
-    if not input.exists():
-        fail(f"input file not found: {input}")
+    with ExitStack() as stack:
+        try:
+            source = stack.enter_context(spooled(input, output.parent))
+        except ValueError as exc:
+            fail(str(exc))
+        _collect_and_exit(replace(options, input=source.path, input_name=source.name))
+
+
+def _collect_and_exit(options: CollectOptions) -> NoReturn:
     result, interrupted_by = asyncio.run(_collect_until_interrupted(options))
     _report(result)
     if result.interrupted:

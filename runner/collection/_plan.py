@@ -79,6 +79,8 @@ class Plan:
     limit: int | None
     num_repeats: int
     default_agent: str | None
+    name: str = ""
+    """What messages call the input (its path, or `<stdin>`)."""
     total: int = 0
     """Rollouts planned, counting each bad row as one."""
     agents: Counter[str] = field(default_factory=Counter)
@@ -88,13 +90,20 @@ class Plan:
 
     @classmethod
     async def scan(
-        cls, path: Path, *, limit: int | None = None, num_repeats: int = 1, default_agent: str | None = None
+        cls,
+        path: Path,
+        *,
+        limit: int | None = None,
+        num_repeats: int = 1,
+        default_agent: str | None = None,
+        name: str | None = None,
     ) -> Plan:
-        """First pass: validate every row and count what will run."""
-        plan = cls(path=path, limit=limit, num_repeats=num_repeats, default_agent=default_agent)
+        """First pass: validate every row and count what will run. `name` is what messages
+        call the input (its path by default)."""
+        plan = cls(path, limit, num_repeats, default_agent, name=name or str(path))
         async for number, line in read_lines(path, limit):
             try:
-                row = check_row(line, str(path), number)
+                row = check_row(line, plan.name, number)
                 agent = plan._agent_of(row.agent, number)
             except InputError:
                 plan.bad_lines.add(number)
@@ -112,7 +121,7 @@ class Plan:
         return plan
 
     def _agent_of(self, named: str | None, number: int) -> str:
-        return check_agent(named, self.default_agent, str(self.path), number)
+        return check_agent(named, self.default_agent, self.name, number)
 
     async def rollouts(self) -> AsyncIterator[PlannedRollout | BadRow]:
         """Second pass: every planned rollout (and bad row), in `seq` order."""
@@ -146,7 +155,7 @@ class Plan:
 
     def _error_of(self, line: bytes, number: int) -> InputError:
         try:
-            row = check_row(line, str(self.path), number)
+            row = check_row(line, self.name, number)
             self._agent_of(row.agent, number)
         except InputError as exc:
             return exc

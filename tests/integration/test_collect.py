@@ -21,8 +21,9 @@ GYM_RUNNER = [sys.executable, "-m", "gymbus.runner"]
 
 
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 90
+    *args: str, env: dict[str, str] | None = None, timeout: float = 90, feed: str | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """`gym-runner ARGS`; `feed` is piped to its standard input (else it reads nothing)."""
     clean = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "POLICY_BASE_URL")}
     return subprocess.run(
         [*GYM_RUNNER, *args],
@@ -31,6 +32,8 @@ def run_cli(
         text=True,
         timeout=timeout,
         env={**clean, **(env or {})},
+        input=feed,
+        stdin=None if feed is not None else subprocess.DEVNULL,
     )
 
 
@@ -155,6 +158,45 @@ def test_a_run_where_nothing_worked_exits_non_zero_and_says_why(tmp_path: Path) 
     assert "rollouts/s)" not in done.stderr.split("Collected")[1]  # no rate for nothing collected
     assert "no_worker: 5 (first: no worker serves gym.agent.no_such_agent.run" in done.stderr
     assert "Rollouts:" not in done.stderr and f"Failures: {tmp_path / 'none_failures.jsonl'}" in done.stderr
+
+
+@pytest.mark.parametrize("dash_i", ["-", "/dev/stdin"])
+def test_piped_input_is_read_and_its_bad_lines_named_by_stdin_line(tmp_path: Path, dash_i: str) -> None:
+    """`jq ... | gym-runner collect -i -`: the rows come once, through a pipe, yet are read twice
+    (planned, then run); nothing is left of the copy made to read them again."""
+    rows = (EXAMPLES / f"{WEATHER}.jsonl").read_text().splitlines()
+    out = tmp_path / "piped" / "out.jsonl"
+    done = run_cli(
+        "collect", "-i", dash_i, "-o", str(out), "--agent", WEATHER_AGENT, "--num-repeats", "2",
+        feed="\n".join([rows[0], "{oops", *rows[1:]]) + "\n", timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert len(read_jsonl(out)) == 10
+    [failure] = read_jsonl(tmp_path / "piped" / "out_failures.jsonl")
+    name = "<stdin>" if dash_i == "-" else dash_i
+    assert str(failure["_ng_failure_message"]).startswith(f"{name}:2: not a JSON object")
+    assert len(read_jsonl(tmp_path / "piped" / "out_materialized_inputs.jsonl")) == 10
+    assert sorted(path.name for path in out.parent.iterdir()) == [
+        "out.jsonl", "out_aggregate_metrics.json", "out_failures.jsonl", "out_materialized_inputs.jsonl",
+        "out_workers.log",
+    ]  # fmt: skip
+
+
+def test_dash_input_from_a_terminal_is_refused_at_once(tmp_path: Path) -> None:
+    import pty
+
+    parent, child = pty.openpty()
+    try:
+        done = subprocess.run(
+            [*GYM_RUNNER, "collect", "-i", "-", "-o", str(tmp_path / "o.jsonl"), "--agent", WEATHER_AGENT],
+            stdin=child, capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(parent)
+        os.close(child)
+    assert done.returncode == 1, done.stderr
+    assert "<stdin> is a terminal, not rows: pipe them in" in done.stderr
+    assert not (tmp_path / "o.jsonl").exists()
 
 
 def test_resume_into_a_directory_not_made_yet(tmp_path: Path) -> None:
