@@ -40,6 +40,7 @@ __all__ = [
     "STDIN",
     "CheckedRow",
     "InputFile",
+    "UnknownAgent",
     "check_agent",
     "check_row",
     "nearest",
@@ -120,8 +121,17 @@ def spooled(path: Path, beside: Path) -> Iterator[InputFile]:
 
 def nearest(name: str, known: Collection[str]) -> str:
     """` (did you mean a or b?)` for the known names closest to a misspelt `name`, else ``."""
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    close = difflib.get_close_matches(name, known, n=2, cutoff=0.8)
     return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
+class UnknownAgent(Exception):
+    """A command was asked to run an agent that nothing can serve; `usage` when the name
+    came from `--agent` (a bad value), not from the rows."""
+
+    def __init__(self, message: str, usage: bool) -> None:
+        super().__init__(message)
+        self.usage = usage
 
 
 @dataclass(frozen=True)

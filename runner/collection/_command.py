@@ -13,8 +13,8 @@ import typer
 from gymbus.bus import nats_url_from_env
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 
-from .._console import err, fail, say
-from .._input import spooled
+from .._console import ExitCode, err, fail, say
+from .._input import UnknownAgent, spooled
 from .._interrupts import Interrupts, interrupted_exit_code
 from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
 from .._output import WriteFailed
@@ -116,6 +116,9 @@ async def _collect_until_interrupted(options: CollectOptions) -> tuple[CollectRe
     except WriteFailed as exc:
         view.stop()
         fail(f"{exc}; the files are whole as they are: make room, then run the same command with --resume")
+    except UnknownAgent as exc:
+        view.stop()
+        fail(str(exc), ExitCode.USAGE if exc.usage else ExitCode.ERROR)
     except (GymError, OSError, OutputInUse) as exc:
         view.stop()
         fail(str(exc))

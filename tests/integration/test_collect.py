@@ -15,6 +15,7 @@ import pytest
 
 from gymbus.bus import ServeOptions, serve_functions
 from gymbus.runner import CollectOptions, ProgressView, collect
+from gymbus.runner._input import UnknownAgent
 from tests.conftest import EXAMPLES, WEATHER, WEATHER_AGENT
 
 GYM_RUNNER = [sys.executable, "-m", "gymbus.runner"]
@@ -132,7 +133,10 @@ def test_bad_rows_go_to_failures_and_good_rows_are_still_collected(tmp_path: Pat
     assert f"{source}:2: not a JSON object" in messages[0]
     assert f"{source}:3: field `responses_create_params`: missing" in messages[1]
     assert f"{source}:4: field `_ng_task_index`" in messages[2]
-    assert "no worker serves gym.agent.nobody_serves_this_agent.run" in messages[3]
+    assert messages[3] == (
+        f"{source}:5: field `agent_ref`: no worker serves gym.agent.nobody_serves_this_agent.run: "
+        "nobody_serves_this_agent is not a built-in agent"
+    )
     assert [row["_ng_failure_class"] for row in failures.values()] == ["invalid_input"] * 3 + ["no_worker"]
     assert "failures" in done.stderr
 
@@ -148,16 +152,43 @@ def test_bad_rows_go_to_failures_and_good_rows_are_still_collected(tmp_path: Pat
     assert len(read_jsonl(out)) == 2
 
 
-def test_a_run_where_nothing_worked_exits_non_zero_and_says_why(tmp_path: Path) -> None:
-    out = tmp_path / "none.jsonl"
-    done = run_cli(
-        "collect", "-i", str(EXAMPLES / f"{WEATHER}.jsonl"), "-o", str(out), "--agent", "no_such_agent"
+def test_a_misspelt_agent_is_refused_before_anything_starts_naming_the_nearest(tmp_path: Path) -> None:
+    out = tmp_path / "typo.jsonl"
+    out.write_text('{"kept": "an earlier run\'s rollout"}\n')
+    misspelt = WEATHER_AGENT.replace("simple", "simpel")
+    done = run_cli("collect", "-i", str(EXAMPLES / f"{WEATHER}.jsonl"), "-o", str(out), "--agent", misspelt)
+    assert done.returncode == 2, done.stderr  # a bad value
+    assert f"error: --agent {misspelt}: not an agent (did you mean {WEATHER_AGENT}?)" in done.stderr
+    assert "started embedded nats-server" not in done.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["typo.jsonl"]  # no workers, no sidecar
+    assert out.read_text() == '{"kept": "an earlier run\'s rollout"}\n'
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({**_weather_row(), "agent_ref": {"name": misspelt}}) + "\n")
+    by_rows = run_cli("collect", "-i", str(rows), "-o", str(tmp_path / "rows_out.jsonl"))
+    assert by_rows.returncode == 1, by_rows.stderr
+    assert (
+        f"error: {rows}: no agent its rows name can run here: {misspelt} (1 rollout): not an agent "
+        f"(did you mean {WEATHER_AGENT}?)"
+    ) in by_rows.stderr
+
+
+async def test_an_agent_nobody_serves_on_a_shared_bus_is_refused_with_how_to_serve_it(
+    nats_url: str, tmp_path: Path
+) -> None:
+    options = CollectOptions(
+        input=EXAMPLES / f"{WEATHER}.jsonl", output=tmp_path / "o.jsonl", agent=WEATHER_AGENT, nats_url=nats_url
     )
-    assert done.returncode == 4, done.stderr
-    assert "Collected no rollouts of 5 planned; 5 failures" in done.stderr
-    assert "rollouts/s)" not in done.stderr.split("Collected")[1]  # no rate for nothing collected
-    assert "no_worker: 5 (first: no worker serves gym.agent.no_such_agent.run" in done.stderr
-    assert "Rollouts:" not in done.stderr and f"Failures: {tmp_path / 'none_failures.jsonl'}" in done.stderr
+    with pytest.raises(UnknownAgent) as refused:
+        await collect(options, ProgressView(), asyncio.Event())
+    assert str(refused.value) == (
+        f"--agent {WEATHER_AGENT}: no worker serves it: start one with `gym-runner serve {WEATHER_AGENT}`"
+    )
+    assert not refused.value.usage and not (tmp_path / "o_failures.jsonl").exists()
+
+
+def _weather_row() -> dict[str, object]:
+    return json.loads((EXAMPLES / f"{WEATHER}.jsonl").read_text().splitlines()[0])
 
 
 @pytest.mark.parametrize("dash_i", ["-", "/dev/stdin"])
