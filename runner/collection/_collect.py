@@ -59,7 +59,7 @@ from .._progress import ProgressView
 from .._workers import WorkerProcesses
 from ._ledger import InFlight, Ledger
 from ._lock import OutputLock
-from ._plan import BadRow, Plan, PlannedRollout
+from ._plan import Asked, BadRow, Plan, PlannedRollout
 from ._sink import FailureTally, ResultSink
 from ._summary import plural
 
@@ -160,6 +160,9 @@ async def _collect(
     started = time.monotonic()
     paths = OutputPaths.for_output(options.output)
     metrics = Metrics()
+    asked = Asked.of(options.input_name or str(options.input), options.num_repeats, options.limit, options.agent)
+    if options.resume:
+        asked.check_resumes(paths.plan, options.output)
     progressed = await read_progress(paths, metrics) if options.resume else Progressed(set(), Counter())
     plan = await Plan.scan(
         options.input, limit=options.limit, num_repeats=options.num_repeats, default_agent=options.agent,
@@ -173,6 +176,7 @@ async def _collect(
         if not options.resume:
             paths.start_fresh()  # only now: a run refused above leaves an earlier run's files be
         paths.rollouts.parent.mkdir(parents=True, exist_ok=True)
+        asked.save(paths.plan)
         workers = await _start_workers(options, plan, bus) if bus.embedded is not None else []
         stop_within = options.timeouts.drain + 5
         try:

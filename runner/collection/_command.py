@@ -21,6 +21,7 @@ from .._output import WriteFailed
 from .._progress import ProgressView
 from ._collect import CollectOptions, CollectResult, collect
 from ._lock import OutputInUse
+from ._plan import PlanChanged
 from ._summary import agent_lines, exit_code, failure_lines, plural, result_line
 
 __all__ = ["collect_command"]
@@ -119,7 +120,7 @@ async def _collect_until_interrupted(options: CollectOptions) -> tuple[CollectRe
     except UnknownAgent as exc:
         view.stop()
         fail(str(exc), ExitCode.USAGE if exc.usage else ExitCode.ERROR)
-    except (GymError, OSError, OutputInUse) as exc:
+    except (GymError, OSError, OutputInUse, PlanChanged) as exc:
         view.stop()
         fail(str(exc))
 

@@ -209,7 +209,7 @@ def test_piped_input_is_read_and_its_bad_lines_named_by_stdin_line(tmp_path: Pat
     assert len(read_jsonl(tmp_path / "piped" / "out_materialized_inputs.jsonl")) == 10
     assert sorted(path.name for path in out.parent.iterdir()) == [
         "out.jsonl", "out_aggregate_metrics.json", "out_failures.jsonl", "out_materialized_inputs.jsonl",
-        "out_workers.log",
+        "out_plan.json", "out_workers.log",
     ]  # fmt: skip
 
 
@@ -228,6 +228,27 @@ def test_dash_input_from_a_terminal_is_refused_at_once(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert "<stdin> is a terminal, not rows: pipe them in" in done.stderr
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_resume_with_another_plan_is_refused_naming_the_difference(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    source = str(EXAMPLES / f"{WEATHER}.jsonl")
+    first = run_cli("collect", "-i", source, "-o", str(out), "--agent", WEATHER_AGENT, "--num-repeats", "2")
+    assert first.returncode == 0, first.stderr
+    written = out.read_text()
+    changed = run_cli(
+        "collect", "-i", source, "-o", str(out), "--agent", WEATHER_AGENT, "--num-repeats", "4", "--limit", "3",
+        "--resume",
+    )  # fmt: skip
+    assert changed.returncode == 1, changed.stderr
+    assert (
+        f"error: --resume: {out} was collected with --num-repeats 2, not 4; --limit (none), not 3, and its "
+        "rollouts are numbered by that plan"
+    ) in changed.stderr
+    assert "started embedded nats-server" not in changed.stderr and out.read_text() == written
+    same = run_cli("collect", "-i", source, "-o", str(out), "--agent", WEATHER_AGENT, "--num-repeats", "2", "--resume")
+    assert same.returncode == 0, same.stderr
+    assert "10 done by an earlier run" in same.stderr and out.read_text() == written
 
 
 def test_resume_into_a_directory_not_made_yet(tmp_path: Path) -> None:
