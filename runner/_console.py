@@ -31,7 +31,7 @@ class ExitCode(IntEnum):
 LISTED = 20
 """Items a report lists (disagreements, failures); the sidecar files hold them all."""
 
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # never wrapped: see the module docstring
 
 
 def say(line: str, style: str | None = None) -> None:

@@ -354,6 +354,25 @@ def test_collect_help_has_an_example() -> None:
     assert done.returncode == 0 and "gym-runner collect -i" in done.stdout
 
 
+def test_piped_help_keeps_every_option_name_whole() -> None:
+    done = run_cli("collect", "--help")  # stdout is a pipe, as in `gym-runner collect --help | grep ...`
+    assert done.returncode == 0
+    for option in ("--rollout-timeout", "--model-api-key", "--token-capture", "--num-repeats"):
+        assert option in done.stdout, done.stdout
+    assert "…" not in done.stdout
+
+
+def test_logs_off_a_terminal_are_whole_lines_never_wrapped_or_padded(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    done = run_cli("collect", "-i", str(EXAMPLES / f"{WEATHER}.jsonl"), "-o", str(out), "--agent", WEATHER_AGENT)
+    assert done.returncode == 0, done.stderr
+    workers_log = (tmp_path / "out_workers.log").read_text()
+    subject = f"gym.agent.{WEATHER_AGENT}.run"
+    assert f"INFO     serving {WEATHER_AGENT} (agent): {subject}\n" in workers_log, workers_log
+    for line in (done.stderr + workers_log).splitlines():
+        assert line == line.rstrip(), repr(line)
+
+
 def test_a_missing_input_file_is_a_clear_error(tmp_path: Path) -> None:
     done = run_cli("collect", "-i", str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "o.jsonl"))
     assert done.returncode == 1 and "input file not found" in done.stderr
