@@ -354,6 +354,19 @@ def test_collect_help_has_an_example() -> None:
     assert done.returncode == 0 and "gym-runner collect -i" in done.stdout
 
 
+def test_the_readmes_first_command_writes_the_files_its_table_lists(tmp_path: Path) -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    table = re.findall(r"^\| `results/(weather\S*)` \| (.*) \|$", readme.split("## The first collection")[1], re.M)
+    assert len(table) >= 5
+    results = tmp_path / "results"
+    done = run_cli("collect", "--input", str(EXAMPLES / f"{WEATHER}.jsonl"), "--output", str(results / "weather.jsonl"),
+                   "--agent", WEATHER_AGENT)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    written = [name for name, what in table if not what.startswith("only when something failed")]
+    assert len(written) < len(table)  # the failures file is listed, as written only on failure
+    assert sorted(path.name for path in results.iterdir()) == sorted(written)
+
+
 def test_piped_help_keeps_every_option_name_whole() -> None:
     done = run_cli("collect", "--help")  # stdout is a pipe, as in `gym-runner collect --help | grep ...`
     assert done.returncode == 0
