@@ -347,3 +347,40 @@ def test_nemo_gyms_commands_each_have_their_gym_runner_command() -> None:
                         ("limit", "--limit"), ("num_repeats", "--num-repeats"),
                         ("num_samples_in_parallel", "--concurrency")):  # fmt: skip
         assert f"+{key}=" in collect and f" {option} " in collect, key
+
+
+def _help_examples() -> list[Any]:
+    """Every `gym-runner ...` line of every command's --help (continued lines joined)."""
+    import typer.main
+
+    from gymbus.runner.cli import app
+
+    found, stack = [], [typer.main.get_command(app)]
+    while stack:
+        command = stack.pop()
+        stack.extend(getattr(command, "commands", {}).values())
+        pending = ""
+        for line in (command.help or "").splitlines():
+            text = line.strip()
+            if pending or text.startswith("gym-runner "):
+                pending += text.removesuffix("\\").strip() + " "
+                if not text.endswith("\\"):
+                    found.append(pytest.param(pending.strip(), id=f"{command.name}: {pending[:60]}"))
+                    pending = ""
+    return found
+
+
+def test_the_help_examples_are_found() -> None:
+    assert len(_help_examples()) >= 15
+
+
+@pytest.mark.parametrize("example", _help_examples())
+def test_every_help_example_is_one_the_command_line_takes(example: str) -> None:
+    command = Command("--help", "bash", example)
+    for args in _words("gym-runner", command):
+        status, said = parse(args)
+        assert status == 0, f"gym-runner {shlex.join(args)}\n{said}"
+        for word in args:
+            path = word.split("=")[0]
+            if path.startswith(FOLDERS):
+                assert (REPO / path).exists(), f"{example}: no {path}"
