@@ -50,7 +50,7 @@ def show_list(title: str, lines: list[str], total: int) -> None:
         err.print(f"  … and {total - LISTED} more")
 
 
-def fail(message: str, status: ExitCode = ExitCode.ERROR) -> NoReturn:
+def fail(message: str, status: int = ExitCode.ERROR) -> NoReturn:
     # Not markup (`[Errno 28]` is text), never wrapped (paths stay whole for grep and editors).
     err.print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
     raise typer.Exit(status)

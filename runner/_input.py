@@ -18,9 +18,10 @@ import stat
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Collection, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from signal import SIGINT
 
 import aiofiles
 import msgspec
@@ -36,6 +37,8 @@ from gymbus.schemas import (
     row_fields,
 )
 
+from ._console import fail
+
 __all__ = [
     "STDIN",
     "CheckedRow",
@@ -44,6 +47,7 @@ __all__ = [
     "check_agent",
     "check_row",
     "nearest",
+    "open_input",
     "read_lines",
     "spooled",
 ]
@@ -119,9 +123,22 @@ def spooled(path: Path, beside: Path) -> Iterator[InputFile]:
         os.unlink(copy.name)
 
 
+def open_input(stack: ExitStack, path: Path, beside: Path) -> InputFile:
+    """`spooled(path, beside)` held open by `stack`; a command's clear error (exit 1) if it
+    cannot be read, and exit 130 if Ctrl-C stops the reading of a pipe."""
+    try:
+        return stack.enter_context(spooled(path, beside))
+    except ValueError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail(f"interrupted while reading {'<stdin>' if path == STDIN else path}: nothing was run", 128 + SIGINT)
+
+
 def nearest(name: str, known: Collection[str]) -> str:
-    """` (did you mean a or b?)` for the known names closest to a misspelt `name`, else ``."""
+    """` (did you mean a or b?)` for the known names closest to a misspelt `name` (or, for
+    an environment's name, its agents), else ``."""
     close = difflib.get_close_matches(name, known, n=2, cutoff=0.8)
+    close = close or sorted(one for one in known if one.startswith(f"{name}_"))[:2]  # an environment's agent
     return f" (did you mean {' or '.join(close)}?)" if close else ""
 
 

@@ -131,8 +131,10 @@ def _configure_logging(verbose: bool) -> None:
 
     On a terminal, rich's columns; elsewhere (a worker's log file, a pipe) one plain line
     per record, never wrapped or padded, so a subject or path stays whole for grep."""
+    handler: logging.Handler
     if err.is_terminal:
-        handler: logging.Handler = RichHandler(console=err, show_path=False)
+        handler = RichHandler(console=err, show_path=False)
+        handler.setFormatter(logging.Formatter("%(message)s"))  # rich shows the time and level
     else:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(levelname)-8s %(message)s"))

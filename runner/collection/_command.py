@@ -14,7 +14,7 @@ from gymbus.bus import nats_url_from_env
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 
 from .._console import ExitCode, err, fail, say
-from .._input import UnknownAgent, spooled
+from .._input import UnknownAgent, open_input
 from .._interrupts import Interrupts, interrupted_exit_code
 from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
 from .._output import WriteFailed
@@ -87,10 +87,7 @@ def collect_command(
         timeouts=replace(DEFAULT_TIMEOUTS, rollout=rollout_timeout),
     )  # fmt: skip
     with ExitStack() as stack:
-        try:
-            source = stack.enter_context(spooled(input, output.parent))
-        except ValueError as exc:
-            fail(str(exc))
+        source = open_input(stack, input, output.parent)
         _collect_and_exit(replace(options, input=source.path, input_name=source.name))
 
 

@@ -14,7 +14,7 @@ from gymbus.bus import nats_url_from_env
 from gymbus.schemas import DEFAULT_LIMITS, GymError
 
 from .._console import ExitCode, err, fail, say, show_list
-from .._input import spooled
+from .._input import open_input
 from .._interrupts import Interrupts, interrupted_exit_code
 from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
 from .._progress import ProgressView
@@ -88,10 +88,7 @@ def verify_command(
         model=model_options(model_url, model, model_api_key, model_api, token_capture) if model_url else None,
     )  # fmt: skip
     with ExitStack() as stack:
-        try:
-            source = stack.enter_context(spooled(input, output.parent))
-        except ValueError as exc:
-            fail(str(exc))
+        source = open_input(stack, input, output.parent)
         report, interrupted_by = asyncio.run(
             _verify_until_interrupted(replace(options, input=source.path, input_name=source.name))
         )
