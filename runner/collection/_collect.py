@@ -176,7 +176,7 @@ async def _collect(
         if not options.resume:
             paths.start_fresh()  # only now: a run refused above leaves an earlier run's files be
         paths.rollouts.parent.mkdir(parents=True, exist_ok=True)
-        asked.save(paths.plan)
+        await write_whole(paths.plan, asked.encoded())
         workers = await _start_workers(options, plan, bus) if bus.embedded is not None else []
         stop_within = options.timeouts.drain + 5
         try:

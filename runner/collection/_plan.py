@@ -71,8 +71,8 @@ class Asked(msgspec.Struct, forbid_unknown_fields=False):
         path = Path(input_name)
         return cls(str(path.resolve()) if path.is_file() else input_name, num_repeats, limit, agent)
 
-    def save(self, path: Path) -> None:
-        path.write_bytes(msgspec.json.encode(self) + b"\n")
+    def encoded(self) -> bytes:
+        return msgspec.json.encode(self) + b"\n"
 
     def check_resumes(self, path: Path, output: Path) -> None:
         """`PlanChanged`, naming each difference, unless the run that wrote `path` asked
