@@ -11,10 +11,11 @@ from typing import Annotated
 import typer
 
 from gymbus.bus import nats_url_from_env
+from gymbus.functions import AGENTS
 from gymbus.schemas import DEFAULT_LIMITS, GymError
 
 from .._console import ExitCode, err, fail, say, show_list
-from .._input import open_input
+from .._input import nearest, open_input
 from .._interrupts import Interrupts, interrupted_exit_code
 from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
 from .._progress import ProgressView
@@ -78,6 +79,9 @@ def verify_command(
     disagreements and failures files); **4** finished with no row verified (every row failed, or the
     input is empty); **130** / **143** interrupted by Ctrl-C / SIGTERM.
     """
+    if agent is not None and nats_url_from_env() is None and agent not in AGENTS:
+        # The embedded default verifies with the built-in agents' environments only.
+        fail(f"--agent {agent}: not an agent{nearest(agent, AGENTS) or ' with a built-in environment'}", ExitCode.USAGE)
     if inputs is not None and not inputs.exists():
         fail(f"--inputs file not found: {inputs}")
     outputs = {path.resolve() for path in VerifyPaths.for_output(output).all()}

@@ -267,6 +267,14 @@ def test_a_row_whose_started_worker_stopped_serving_points_at_the_workers_log(tm
     assert on_a_bus.message.endswith(f"start one with `gym-runner serve {WEATHER}`")
 
 
+def test_a_misspelt_agent_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "rows.jsonl", [{"response": RESPONSE}])
+    done = run_cli("verify", "-i", str(source), "-o", str(tmp_path / "out.jsonl"), "--agent", "mcqa_simpel_agent")
+    assert done.returncode == 2, done.stderr
+    assert "error: --agent mcqa_simpel_agent: not an agent (did you mean mcqa_simple_agent?)" in done.stderr
+    assert "started embedded nats-server" not in done.stderr and not (tmp_path / "out_failures.jsonl").exists()
+
+
 def test_without_agent_every_unnamed_row_fails_with_its_line(tmp_path: Path) -> None:
     task = json.loads((EXAMPLES / f"{WEATHER}.jsonl").read_text().splitlines()[0])
     source = write_jsonl(tmp_path / "unnamed.jsonl", [nemo_gym_rollout(task, n, 1.0) for n in range(2)])
