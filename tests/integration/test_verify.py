@@ -238,10 +238,12 @@ def test_the_exit_status_says_whether_every_row_agreed_and_only_written_files_ar
     assert "Disagreements:" not in agreed.stderr and "Failures:" not in agreed.stderr
     assert not (tmp_path / "agreed_disagreements.jsonl").exists()
 
-    changed = json.dumps({**json.loads(rows[0]), "reward": 0.0})
+    first = json.loads(rows[0])  # rows are in completion order: any task may come first
+    changed = json.dumps({**first, "reward": 0.0})
     disagreed = run_cli("verify", "-i", "-", "-o", str(tmp_path / "changed.jsonl"), feed=changed + "\n")
     assert disagreed.returncode == 3, disagreed.stderr
-    assert "<stdin>:1 (task 0, rollout 0): stored 0.0, new 1.0" in disagreed.stderr
+    key = f"task {first['_ng_task_index']}, rollout {first['_ng_rollout_index']}"
+    assert f"<stdin>:1 ({key}): stored 0.0, new 1.0" in disagreed.stderr
     assert f"Disagreements: {tmp_path / 'changed_disagreements.jsonl'}" in disagreed.stderr
     assert "Failures:" not in disagreed.stderr
 
