@@ -3,14 +3,25 @@
 Errors name the file, the line and the field (`data.jsonl:7: field
 `responses_create_params.input`: Expected `array | str`, got `int``). A row nested deeper
 than `Limits.max_depth` is refused before it is decoded, like any other bad row.
+
+Commands read their input twice (validate and count, then run), which a pipe cannot give:
+`spooled` copies a pipe (`-i -`, `/dev/stdin`, `<(...)`) to a file first.
 """
 
 from __future__ import annotations
 
+import difflib
+import os
 import re
-from collections.abc import AsyncIterator
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Collection, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from signal import SIGINT
 
 import aiofiles
 import msgspec
@@ -26,7 +37,23 @@ from gymbus.schemas import (
     row_fields,
 )
 
-__all__ = ["CheckedRow", "check_agent", "check_row", "read_lines"]
+from ._console import fail
+
+__all__ = [
+    "STDIN",
+    "CheckedRow",
+    "InputFile",
+    "UnknownAgent",
+    "check_agent",
+    "check_row",
+    "nearest",
+    "open_input",
+    "read_lines",
+    "spooled",
+]
+
+STDIN = Path("-")
+"""`-i -`: the rows come on standard input."""
 
 _CHUNK = 1 << 20
 _PATH_IN_MESSAGE = re.compile(r" - at `\$\.?([^`]*)`$")
@@ -55,6 +82,73 @@ async def read_lines(path: Path, limit: int | None = None) -> AsyncIterator[tupl
                 yield number, line.rstrip(b"\r")
             if not chunk:
                 return
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """An input to read (`path`, a regular file) and the name messages give it (`name`:
+    what the user typed, `<stdin>` for `-`)."""
+
+    path: Path
+    name: str
+
+
+@contextmanager
+def spooled(path: Path, beside: Path) -> Iterator[InputFile]:
+    """`path` as a regular file: itself, or (`-`, a pipe, `/dev/stdin`, a process
+    substitution) a copy of everything it gives, in a hidden file in `beside` that is
+    removed afterwards. `ValueError` if it is missing or is a terminal (nothing to read)."""
+    if path != STDIN and not path.exists():
+        raise ValueError(f"input file not found: {path}")
+    if path != STDIN and stat.S_ISREG(path.stat().st_mode):
+        yield InputFile(path, str(path))
+        return
+    name = "<stdin>" if path == STDIN else str(path)
+    with open(sys.stdin.fileno() if path == STDIN else path, "rb", closefd=path != STDIN) as source:
+        if os.isatty(source.fileno()):
+            raise ValueError(
+                f"{name} is a terminal, not rows: pipe them in (`jq -c . rows.jsonl | gym-runner ... -i -`) "
+                "or give a file"
+            )
+        beside.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=beside, prefix=".stdin-", suffix=".jsonl", delete=False) as copy:
+            try:
+                shutil.copyfileobj(source, copy, _CHUNK)
+            except BaseException:
+                os.unlink(copy.name)
+                raise
+    try:
+        yield InputFile(Path(copy.name), name)
+    finally:
+        os.unlink(copy.name)
+
+
+def open_input(stack: ExitStack, path: Path, beside: Path) -> InputFile:
+    """`spooled(path, beside)` held open by `stack`; a command's clear error (exit 1) if it
+    cannot be read, and exit 130 if Ctrl-C stops the reading of a pipe."""
+    try:
+        return stack.enter_context(spooled(path, beside))
+    except ValueError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail(f"interrupted while reading {'<stdin>' if path == STDIN else path}: nothing was run", 128 + SIGINT)
+
+
+def nearest(name: str, known: Collection[str]) -> str:
+    """` (did you mean a or b?)` for the known names closest to a misspelt `name` (or, for
+    an environment's name, its agents), else ``."""
+    close = difflib.get_close_matches(name, known, n=2, cutoff=0.8)
+    close = close or sorted(one for one in known if one.startswith(f"{name}_"))[:2]  # an environment's agent
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
+class UnknownAgent(Exception):
+    """A command was asked to run an agent that nothing can serve; `usage` when the name
+    came from `--agent` (a bad value), not from the rows."""
+
+    def __init__(self, message: str, usage: bool) -> None:
+        super().__init__(message)
+        self.usage = usage
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@
     <stem>_materialized_inputs.jsonl    every task as sent (stamped with its indices)
     <stem>_aggregate_metrics.json       per-agent metrics
     <stem>_workers.log                  the output of the workers `collect` started itself
+    <stem>_plan.json                    what was asked (input, --num-repeats, --limit, --agent),
+                                        which `--resume` must find unchanged
 
 Lines are written whole: a crash leaves at most one partial last line, which resuming
 cuts off before appending, and a write the disk cannot hold (ENOSPC) is cut back off at
@@ -58,6 +60,7 @@ class OutputPaths:
     materialized: Path
     metrics: Path
     workers_log: Path
+    plan: Path
 
     @classmethod
     def for_output(cls, output: Path) -> OutputPaths:
@@ -67,6 +70,7 @@ class OutputPaths:
             materialized=sidecar(output, "materialized_inputs.jsonl"),
             metrics=sidecar(output, "aggregate_metrics.json"),
             workers_log=sidecar(output, "workers.log"),
+            plan=sidecar(output, "plan.json"),
         )
 
     @property
@@ -76,7 +80,7 @@ class OutputPaths:
 
     def start_fresh(self) -> None:
         """Remove the files of an earlier run (collecting without `--resume`)."""
-        for path in (self.rollouts, self.failures, self.materialized, self.metrics, self.workers_log):
+        for path in (self.rollouts, self.failures, self.materialized, self.metrics, self.workers_log, self.plan):
             path.unlink(missing_ok=True)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import typer.rich_utils
 from rich.logging import RichHandler
 
 from gymbus.bus import tune_gc
@@ -144,21 +145,34 @@ def _configure_logging(verbose: bool) -> None:
     """GymBus's own loggers (`gymbus.*`) at INFO, DEBUG with `--verbose`; every library's
     at WARNING, whatever it is. Libraries log each call at INFO or DEBUG (the openai SDK,
     through httpx2, one line per model call with its endpoint's URL): in a worker serving
-    thousands of calls a second that is most of its CPU, and a leak into its log."""
-    logging.basicConfig(
-        level=logging.WARNING,
-        format="%(message)s",
-        handlers=[RichHandler(console=err, show_path=False, show_time=err.is_terminal)],
-    )
+    thousands of calls a second that is most of its CPU, and a leak into its log.
+
+    On a terminal, rich's columns; elsewhere (a worker's log file, a pipe) one plain line
+    per record, never wrapped or padded, so a subject or path stays whole for grep."""
+    handler: logging.Handler
+    if err.is_terminal:
+        handler = RichHandler(console=err, show_path=False)
+        handler.setFormatter(logging.Formatter("%(message)s"))  # rich shows the time and level
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)-8s %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     logging.getLogger("gymbus").setLevel(logging.DEBUG if verbose else logging.INFO)
     for name in _PER_DOCUMENT:
         logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+_PIPED_HELP_WIDTH = 200
+"""Columns of `--help` when it is not shown on a terminal: rich would lay it out for 80,
+cutting option names (`--rollout-time…`) that a `| grep` then misses."""
 
 
 def main() -> None:
     """`gym-runner`: the command its arguments name is the only one loaded (all of them
     for `--help`, or when a global option comes first)."""
     first = sys.argv[1] if len(sys.argv) > 1 else None
+    if not sys.stdout.isatty() and not os.environ.get("TERMINAL_WIDTH") and not os.environ.get("COLUMNS"):
+        typer.rich_utils.MAX_WIDTH = _PIPED_HELP_WIDTH
     build_app(first if first in _COMMANDS or first in _GROUPS else None)()
 
 

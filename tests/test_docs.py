@@ -303,3 +303,84 @@ def _anchors(renderer: Any, page: Path) -> set[str]:
         found.add(token["id"])
         stack.extend(token["children"])
     return found
+
+
+def test_every_ack_wait_the_docs_give_is_the_default() -> None:
+    from gymbus.schemas import DEFAULT_TIMEOUTS
+
+    given = {
+        page.name: re.findall(r"`serve --ack-wait`, ([\d.]+) s", " ".join(page.read_text().split()))
+        for page in PAGES
+    }
+    assert given["protocol.md"] and given["reliability.md"], given
+    for page, seconds in given.items():
+        assert all(float(one) == DEFAULT_TIMEOUTS.ack_wait for one in seconds), (page, seconds)
+
+
+def test_the_readme_says_how_gym_runner_gets_on_path_before_using_it_bare() -> None:
+    text = (REPO / "README.md").read_text()
+    on_path = text.index(". .venv/bin/activate")
+    bare = [c for c in fenced_commands(REPO / "README.md") if c.text.split()[0] == "gym-runner"]
+    assert bare, "the README shows no bare gym-runner command"
+    for command in bare:
+        line = int(command.where.rsplit(":", 1)[1])
+        assert len(text[:on_path].splitlines()) < line, f"{command.where} before the README says how"
+
+
+def test_the_site_builds_with_mkdocs_material_alone() -> None:
+    installs = [c.text for c in fenced_commands(REPO / "README.md") if "mkdocs-material" in c.text]
+    assert installs == [".venv/bin/pip install mkdocs-material"]
+    config = (REPO / "mkdocs.yml").read_text()
+    assert "\nplugins:" not in config  # a plugin would be another package to install
+    extensions = re.findall(r"^  - ([\w.]+)", config.split("markdown_extensions:")[1].split("\n\n")[0], re.M)
+    assert extensions and all(name.split(".")[0] in ("admonition", "attr_list", "tables", "toc", "pymdownx")
+                              for name in extensions), extensions  # Markdown's own, and mkdocs-material's pymdownx
+
+
+def test_nemo_gyms_commands_each_have_their_gym_runner_command() -> None:
+    rows = [line for line in (REPO / "docs" / "commands.md").read_text().splitlines() if line.startswith("| `ng_")]
+    mapped = {re.match(r"\| `(ng_\w+)", row).group(1): row for row in rows}  # type: ignore[union-attr]
+    for legacy in ("ng_run", "ng_collect_rollouts", "ng_prepare_data", "ng_viewer", "ng_status"):
+        assert "`gym-runner " in mapped.get(legacy, ""), f"docs/commands.md maps no {legacy}"
+    collect = mapped["ng_collect_rollouts"]
+    for key, option in (("agent_name", "--agent"), ("input_jsonl_fpath", "-i"), ("output_jsonl_fpath", "-o"),
+                        ("limit", "--limit"), ("num_repeats", "--num-repeats"),
+                        ("num_samples_in_parallel", "--concurrency")):  # fmt: skip
+        assert f"+{key}=" in collect and f" {option} " in collect, key
+
+
+def _help_examples() -> list[Any]:
+    """Every `gym-runner ...` line of every command's --help (continued lines joined)."""
+    import typer.main
+
+    from gymbus.runner.cli import app
+
+    found, stack = [], [typer.main.get_command(app)]
+    while stack:
+        command = stack.pop()
+        stack.extend(getattr(command, "commands", {}).values())
+        pending = ""
+        for line in (command.help or "").splitlines():
+            text = line.strip()
+            if pending or text.startswith("gym-runner "):
+                pending += text.removesuffix("\\").strip() + " "
+                if not text.endswith("\\"):
+                    found.append(pytest.param(pending.strip(), id=f"{command.name}: {pending[:60]}"))
+                    pending = ""
+    return found
+
+
+def test_the_help_examples_are_found() -> None:
+    assert len(_help_examples()) >= 15
+
+
+@pytest.mark.parametrize("example", _help_examples())
+def test_every_help_example_is_one_the_command_line_takes(example: str) -> None:
+    command = Command("--help", "bash", example)
+    for args in _words("gym-runner", command):
+        status, said = parse(args)
+        assert status == 0, f"gym-runner {shlex.join(args)}\n{said}"
+        for word in args:
+            path = word.split("=")[0]
+            if path.startswith(FOLDERS):
+                assert (REPO / path).exists(), f"{example}: no {path}"

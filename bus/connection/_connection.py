@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import nats
+import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
@@ -184,6 +185,7 @@ async def connect(
     finally:
         refusal.cancel()
     if connecting.done() and connecting.exception() is None and not refused.is_set():
+        await _require_jetstream(nc, url, timeouts)
         set_replicas(nc, replicas_from_env() if replicas is None else replicas)
         return nc
     connecting.cancel()
@@ -195,6 +197,26 @@ async def connect(
     raise BusUnavailable(
         f"cannot reach NATS at {redact_url(url)} within {timeouts.connect:.0f} s ({reason})"
     ) from None
+
+
+async def _require_jetstream(nc: Client, url: str, timeouts: Timeouts) -> None:
+    """`BusUnavailable`, in one line with the fix, when the server has no JetStream (started
+    without `-js`): the task queue, sessions and results all live in it. The server's INFO
+    says so; only then is JetStream asked, since a server of a cluster may reach it
+    through another. Any other answer (a timeout, a refused role) is left to the calls
+    that need JetStream."""
+    if nc._server_info.get("jetstream"):  # nats-py keeps the INFO it read; no public accessor
+        return
+    try:
+        await nc.jetstream(timeout=timeouts.connect).account_info()
+    except (nats.js.errors.ServiceUnavailableError, nats.errors.NoRespondersError):
+        await nc.close()
+        raise BusUnavailable(
+            f"NATS at {redact_url(url)} has no JetStream, where GymBus keeps its task queues, sessions and "
+            "results: start nats-server with -js (`nats-server -js`), or `jetstream {}` in its config"
+        ) from None
+    except (nats.errors.Error, TimeoutError):
+        pass
 
 
 @dataclass

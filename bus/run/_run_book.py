@@ -44,10 +44,12 @@ def not_served(subject: str, hint: str) -> str:
     return f"no worker serves {subject}: {hint}"
 
 
-def unserved_row(row: bytes, agent: str, hint: str | None = None, **fields: Any) -> bytes:
-    """`row`'s failure row when no worker serves `agent`: it was never submitted."""
+def unserved_row(row: bytes, agent: str, hint: str | None = None, where: str = "", **fields: Any) -> bytes:
+    """`row`'s failure row when no worker serves `agent`: it was never submitted. `where`,
+    if given, names the row's place in its input (`file:line: field`)."""
     hint = hint or f"start one with `gym-runner serve {agent}`"
-    return failure_row(row, "no_worker", not_served(subjects.agent_run(agent), hint), **fields)
+    message = not_served(subjects.agent_run(agent), hint)
+    return failure_row(row, "no_worker", f"{where}: {message}" if where else message, **fields)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Collection, Coroutine
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,6 +38,7 @@ from gymbus.bus import (
 from gymbus.functions import AGENTS, ModelOptions, policy_adapter
 from gymbus.schemas import (
     DEFAULT_LIMITS,
+    AGENT_REF,
     DEFAULT_TIMEOUTS,
     INPUT_LINE,
     BusUnavailable,
@@ -48,14 +49,16 @@ from gymbus.schemas import (
     failure_row,
 )
 
+from .._input import UnknownAgent, nearest
 from .._metrics import Metrics
 from .._output import MaterializedInputs, OutputPaths, Progressed, read_progress, write_whole
 from .._progress import ProgressView
 from .._workers import WorkerProcesses, start_workers, stop_workers
 from ._ledger import Ledger
 from ._lock import OutputLock
-from ._plan import BadRow, Plan, PlannedRollout
+from ._plan import Asked, BadRow, Plan, PlannedRollout
 from ._sink import FailureTally, ResultSink
+from ._summary import plural
 
 __all__ = ["CollectOptions", "CollectResult", "collect", "run_id_for"]
 
@@ -70,6 +73,8 @@ class CollectOptions:
     input: Path
     output: Path
     agent: str | None = None
+    input_name: str | None = None
+    """What messages call the input (`<stdin>` for a pipe copied to a file); its path by default."""
     limit: int | None = None
     num_repeats: int = 1
     concurrency: int = DEFAULT_LIMITS.collect_concurrency
@@ -152,14 +157,23 @@ async def _collect(
     started = time.monotonic()
     paths = OutputPaths.for_output(options.output)
     metrics = Metrics()
+    asked = Asked.of(options.input_name or str(options.input), options.num_repeats, options.limit, options.agent)
+    if options.resume:
+        asked.check_resumes(paths.plan, options.output)
     progressed = await read_progress(paths, metrics) if options.resume else Progressed(set(), Counter())
-    if not options.resume:
-        paths.start_fresh()
-    paths.rollouts.parent.mkdir(parents=True, exist_ok=True)
     plan = await Plan.scan(
-        options.input, limit=options.limit, num_repeats=options.num_repeats, default_agent=options.agent
-    )
+        options.input, limit=options.limit, num_repeats=options.num_repeats, default_agent=options.agent,
+        name=options.input_name,
+    )  # fmt: skip
+    if options.nats_url is None:  # the embedded default can serve only the built-in agents
+        _check_agents(plan, options.agent, known=AGENTS, served=set(AGENTS))
     async with open_bus(options.nats_url, name="gym-runner collect", timeouts=options.timeouts) as bus:
+        if bus.embedded is None:
+            await _check_live_agents(bus, plan, options.agent)
+        if not options.resume:
+            paths.start_fresh()  # only now: a run refused above leaves an earlier run's files be
+        paths.rollouts.parent.mkdir(parents=True, exist_ok=True)
+        await write_whole(paths.plan, asked.encoded())
         workers = await _start_workers(options, plan, bus) if bus.embedded is not None else []
         stop_within = options.timeouts.drain + 5
         try:
@@ -203,6 +217,33 @@ async def _collect(
         collecting=collecting,
         failures=sink.failed,
     )
+
+
+def _check_agents(plan: Plan, default: str | None, known: Collection[str], served: set[str]) -> None:
+    """`UnknownAgent`, before any task is sent, for an `--agent` nobody serves, or a dataset
+    none of whose agents anybody does; the message suggests the nearest `known` names. Rows
+    of an unserved agent among served ones become failure rows naming their line."""
+    if default is not None and default not in served:
+        raise UnknownAgent(f"--agent {default}: {_why_unserved(default, known)}", usage=default not in known)
+    if plan.agents and not served & set(plan.agents):
+        why = "; ".join(
+            f"{name} ({plural(count, 'rollout')}): {_why_unserved(name, known)}"
+            for name, count in sorted(plan.agents.items())
+        )
+        raise UnknownAgent(f"{plan.name}: no agent its rows name can run here: {why}", usage=False)
+
+
+def _why_unserved(name: str, known: Collection[str]) -> str:
+    if name in known:
+        return f"no worker serves it: start one with `gym-runner serve {name}`"
+    return "not an agent" + (nearest(name, known) or f" (the agents: {', '.join(sorted(known))})")
+
+
+async def _check_live_agents(bus: Bus, plan: Plan, default: str | None) -> None:
+    """`_check_agents` against the agents live on a shared bus."""
+    asked = {*plan.agents, *([default] if default else [])}
+    served = await bus.served(sorted(asked))
+    _check_agents(plan, default, known={*AGENTS, *await bus.served_agents()}, served=served)
 
 
 async def _start_workers(options: CollectOptions, plan: Plan, bus: Bus) -> list[WorkerProcesses]:
@@ -296,7 +337,7 @@ async def _publish_all(state: _RunState, materialized: MaterializedInputs) -> di
         elif isinstance(item, BadRow):
             state.sink.record(item.seq, _bad_row(item))
         elif item.agent not in state.served:
-            state.sink.record(item.seq, _unserved_row(item))
+            state.sink.record(item.seq, _unserved_row(item, state.plan.name))
         else:
             await _launch(item, state, timeouts)
     else:
@@ -374,14 +415,14 @@ def _given_up(sink: ResultSink, seq: int, deliveries: int) -> None:
         sink.record(seq, row)
 
 
-def _unserved_row(item: PlannedRollout) -> bytes:
-    known = sorted(AGENTS)
+def _unserved_row(item: PlannedRollout, source: str) -> bytes:
     hint = (
         None
-        if item.agent in known
-        else f"{item.agent} is neither a built-in agent nor an installed one (known: {', '.join(known)})"
+        if item.agent in AGENTS
+        else f"{item.agent} is neither a built-in agent nor an installed one{nearest(item.agent, AGENTS)}"
     )
-    return unserved_row(item.body, item.agent, hint)
+    where = f"{source}:{item.line}: field `{AGENT_REF}`"
+    return unserved_row(item.body, item.agent, hint, where=where, **{INPUT_LINE: item.line})
 
 
 def _bad_row(item: BadRow) -> bytes:

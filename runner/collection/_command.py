@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
 from gymbus.bus import nats_url_from_env
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 
-from .._console import err, fail, say
+from .._console import ExitCode, err, fail, say
+from .._input import UnknownAgent, open_input
 from .._interrupts import Interrupts, interrupted_exit_code
 from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
 from .._output import WriteFailed
 from .._progress import ProgressView
 from ._collect import CollectOptions, CollectResult, collect
 from ._lock import OutputInUse
+from ._plan import PlanChanged
 from ._summary import agent_lines, exit_code, failure_lines, plural, result_line
 
 __all__ = ["collect_command"]
@@ -26,7 +29,10 @@ __all__ = ["collect_command"]
 
 def collect_command(
     input: Annotated[
-        Path, typer.Option("--input", "-i", help="Input JSONL: one task per line (NeMo Gym format).")
+        Path,
+        typer.Option(
+            "--input", "-i", help="Input JSONL: one task per line (NeMo Gym format); `-` reads it from a pipe."
+        ),
     ],
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Rollouts JSONL to write; sidecar files go beside it.")
@@ -80,8 +86,12 @@ def collect_command(
         model=model_options(model_url, model, model_api_key, model_api, token_capture) if model_url else None,
         timeouts=replace(DEFAULT_TIMEOUTS, rollout=rollout_timeout),
     )  # fmt: skip
-    if not input.exists():
-        fail(f"input file not found: {input}")
+    with ExitStack() as stack:
+        source = open_input(stack, input, output.parent)
+        _collect_and_exit(replace(options, input=source.path, input_name=source.name))
+
+
+def _collect_and_exit(options: CollectOptions) -> NoReturn:
     result, interrupted_by = asyncio.run(_collect_until_interrupted(options))
     _report(result)
     if result.interrupted:
@@ -104,7 +114,10 @@ async def _collect_until_interrupted(options: CollectOptions) -> tuple[CollectRe
     except WriteFailed as exc:
         view.stop()
         fail(f"{exc}; the files are whole as they are: make room, then run the same command with --resume")
-    except (GymError, OSError, OutputInUse) as exc:
+    except UnknownAgent as exc:
+        view.stop()
+        fail(str(exc), ExitCode.USAGE if exc.usage else ExitCode.ERROR)
+    except (GymError, OSError, OutputInUse, PlanChanged) as exc:
         view.stop()
         fail(str(exc))
 

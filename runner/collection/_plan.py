@@ -24,7 +24,7 @@ from gymbus.schemas import AGENT_REF, ROLLOUT_INDEX, TASK_INDEX, AgentRef, Input
 
 from .._input import check_agent, check_row, read_lines
 
-__all__ = ["BadRow", "Plan", "PlannedRollout"]
+__all__ = ["Asked", "BadRow", "Plan", "PlanChanged", "PlannedRollout"]
 
 _encode = msgspec.json.Encoder().encode
 _int_decoder = msgspec.json.Decoder(int)
@@ -50,6 +50,57 @@ class BadRow:
     seq: int
     line: int
     error: InputError
+
+
+class PlanChanged(ValueError):
+    """`--resume` was asked of an output that an earlier run planned differently."""
+
+
+class Asked(msgspec.Struct, forbid_unknown_fields=False):
+    """What decides a run's rollouts and their numbering, kept beside the output
+    (`<stem>_plan.json`): a `--resume` that asks otherwise would mix two plans' rows."""
+
+    input: str
+    """The input's absolute path, or what names a pipe (`<stdin>`)."""
+    num_repeats: int
+    limit: int | None
+    agent: str | None
+
+    @classmethod
+    def of(cls, input_name: str, num_repeats: int, limit: int | None, agent: str | None) -> Asked:
+        path = Path(input_name)
+        return cls(str(path.resolve()) if path.is_file() else input_name, num_repeats, limit, agent)
+
+    def encoded(self) -> bytes:
+        return msgspec.json.encode(self) + b"\n"
+
+    def check_resumes(self, path: Path, output: Path) -> None:
+        """`PlanChanged`, naming each difference, unless the run that wrote `path` asked
+        the same (or left no record: an output of an older version)."""
+        try:
+            earlier = msgspec.json.decode(path.read_bytes(), type=Asked)
+        except (FileNotFoundError, msgspec.DecodeError):
+            return
+        changed = [
+            f"{flag} {_shown(old)}, not {_shown(new)}"
+            for flag, old, new in (
+                ("-i", earlier.input, self.input),
+                ("--num-repeats", earlier.num_repeats, self.num_repeats),
+                ("--limit", earlier.limit, self.limit),
+                ("--agent", earlier.agent, self.agent),
+            )
+            if old != new
+        ]
+        if changed:
+            raise PlanChanged(
+                f"--resume: {output} was collected with {'; '.join(changed)}, and its rollouts are numbered by "
+                "that plan: resume with the earlier arguments, or collect into another --output "
+                "(or without --resume, which starts this one afresh)"
+            )
+
+
+def _shown(value: object) -> str:
+    return "(none)" if value is None else str(value)
 
 
 class _MaybeRepeated:
@@ -79,6 +130,8 @@ class Plan:
     limit: int | None
     num_repeats: int
     default_agent: str | None
+    name: str = ""
+    """What messages call the input (its path, or `<stdin>`)."""
     total: int = 0
     """Rollouts planned, counting each bad row as one."""
     agents: Counter[str] = field(default_factory=Counter)
@@ -88,13 +141,20 @@ class Plan:
 
     @classmethod
     async def scan(
-        cls, path: Path, *, limit: int | None = None, num_repeats: int = 1, default_agent: str | None = None
+        cls,
+        path: Path,
+        *,
+        limit: int | None = None,
+        num_repeats: int = 1,
+        default_agent: str | None = None,
+        name: str | None = None,
     ) -> Plan:
-        """First pass: validate every row and count what will run."""
-        plan = cls(path=path, limit=limit, num_repeats=num_repeats, default_agent=default_agent)
+        """First pass: validate every row and count what will run. `name` is what messages
+        call the input (its path by default)."""
+        plan = cls(path, limit, num_repeats, default_agent, name=name or str(path))
         async for number, line in read_lines(path, limit):
             try:
-                row = check_row(line, str(path), number)
+                row = check_row(line, plan.name, number)
                 agent = plan._agent_of(row.agent, number)
             except InputError:
                 plan.bad_lines.add(number)
@@ -112,7 +172,7 @@ class Plan:
         return plan
 
     def _agent_of(self, named: str | None, number: int) -> str:
-        return check_agent(named, self.default_agent, str(self.path), number)
+        return check_agent(named, self.default_agent, self.name, number)
 
     async def rollouts(self) -> AsyncIterator[PlannedRollout | BadRow]:
         """Second pass: every planned rollout (and bad row), in `seq` order."""
@@ -146,7 +206,7 @@ class Plan:
 
     def _error_of(self, line: bytes, number: int) -> InputError:
         try:
-            row = check_row(line, str(self.path), number)
+            row = check_row(line, self.name, number)
             self._agent_of(row.agent, number)
         except InputError as exc:
             return exc

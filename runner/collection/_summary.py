@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 import re
-from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
+from .._console import ExitCode
 from .._metrics import AgentMetrics
 
 if TYPE_CHECKING:
@@ -29,14 +29,6 @@ _K_ONE = re.compile(r"@1$|avg-of-1\]$")
 _GENERIC = re.compile(r"^(mean|max|min|median|std)/")  # every numeric field's: the file has them
 _SHOWN_FAILURES = 8
 _MESSAGE_CHARS = 300
-
-
-class ExitCode(IntEnum):
-    OK = 0
-    ERROR = 1
-    USAGE = 2
-    SOME_FAILED = 3
-    NONE_COLLECTED = 4
 
 
 def exit_code(result: CollectResult) -> ExitCode:

@@ -68,12 +68,15 @@ def prepare_command(
 
     Examples:
 
-        gym-runner prepare examples/mcqa.jsonl -o prepared/mcqa
+        gym-runner prepare examples/mcqa.jsonl --agent mcqa_simple_agent -o prepared/mcqa
 
-        gym-runner prepare examples/mcqa.jsonl examples/example_multi_step.jsonl --balance --seed 7 \\
+        gym-runner prepare examples/mcqa.jsonl=mcqa_simple_agent \\
+            examples/example_multi_step.jsonl=example_multi_step_simple_agent --balance --seed 7 \\
             --validation-fraction 0.1 -o prepared/blend
 
-        gym-runner prepare raw.jsonl=mcqa_simple_agent --hf nvidia/Nemotron-RL-knowledge-mcqa:train=mcqa_simple_agent \\
+    From the Hugging Face Hub (needs `pip install 'gymbus[train]'` and the network):
+
+        gym-runner prepare --hf nvidia/Nemotron-RL-knowledge-mcqa:train=mcqa_simple_agent \\
             --validation-count 500 -o prepared/mcqa
     """
     if validation_fraction is not None and validation_count is not None:

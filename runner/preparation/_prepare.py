@@ -110,7 +110,7 @@ def prepare(options: PrepareOptions) -> PrepareReport:
         ]
         with open(report.bad_rows, "w") as bad_rows:
             scanned = [scan(source, lambda error: _note_bad(report, bad_rows, error)) for source in sources]
-        picked = _pick(scanned, options)
+        picked = _pick(scanned, options, report.bad_rows)
         report.sources = [
             SourceTally(one.source.name, one.good, one.bad, len(rows))
             for one, rows in zip(scanned, picked, strict=True)
@@ -136,11 +136,18 @@ def _note_bad(report: PrepareReport, out: IO[str], error: InputError) -> None:
     out.write(f"{error}\n")
 
 
-def _pick(scanned: list[Scanned], options: PrepareOptions) -> list[array[int]]:
+def _pick(scanned: list[Scanned], options: PrepareOptions, bad_rows: Path) -> list[array[int]]:
     """The good rows used from each source: all, or with `balance` a random sample of each
-    as large as the smallest source (in file order)."""
+    as large as the smallest source (in file order). `ValueError` if a source has no good
+    row: balancing would take none from every source."""
     if not options.balance or not scanned:
         return [array("q", range(one.good)) for one in scanned]
+    for one in scanned:
+        if not one.good:
+            raise ValueError(
+                f"--balance takes as many rows from each dataset as the smallest has, and {one.source.name} "
+                f"has no good row ({one.bad} bad, listed in {bad_rows}): fix its rows, leave it out, or drop --balance"
+            )
     size = min(one.good for one in scanned)
     rng = random.Random(options.seed)
     picked = []

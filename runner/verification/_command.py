@@ -3,27 +3,34 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from gymbus.bus import nats_url_from_env
+from gymbus.functions import AGENTS
 from gymbus.schemas import DEFAULT_LIMITS, GymError
 
-from .._console import err, fail, say, show_list
+from .._console import ExitCode, err, fail, say, show_list
+from .._input import nearest, open_input
 from .._interrupts import Interrupts, interrupted_exit_code
 from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
 from .._progress import ProgressView
 from ._join import JoinTally
 from ._verify import VerifyOptions, VerifyPaths, VerifyReport, verify_rollouts
 
-__all__ = ["verify_command"]
+__all__ = ["exit_code", "verify_command"]
 
 
 def verify_command(
     input: Annotated[
-        Path, typer.Option("--input", "-i", help="Stored rollouts JSONL (GymBus's or NeMo Gym's output).")
+        Path,
+        typer.Option(
+            "--input", "-i", help="Stored rollouts JSONL (GymBus's or NeMo Gym's output); `-` reads it from a pipe."
+        ),
     ],
     output: Annotated[
         Path,
@@ -65,9 +72,16 @@ def verify_command(
         gym-runner verify -i nemo_gym_rollouts.jsonl -o rescored.jsonl --agent example_single_tool_call_simple_agent
 
         gym-runner verify -i results/mcqa.jsonl --inputs results/mcqa_materialized_inputs.jsonl -o rescored.jsonl
+
+    Exit status: **0** every row was verified and its new reward agrees with the stored one (or it had
+    none); **1** the command could not run or stopped on an error (unreachable NATS_URL, missing input);
+    **2** bad usage; **3** finished, but some rows disagree or could not be verified (see the
+    disagreements and failures files); **4** finished with no row verified (every row failed, or the
+    input is empty); **130** / **143** interrupted by Ctrl-C / SIGTERM.
     """
-    if not input.exists():
-        fail(f"input file not found: {input}")
+    if agent is not None and nats_url_from_env() is None and agent not in AGENTS:
+        # The embedded default verifies with the built-in agents' environments only.
+        fail(f"--agent {agent}: not an agent{nearest(agent, AGENTS) or ' with a built-in environment'}", ExitCode.USAGE)
     if inputs is not None and not inputs.exists():
         fail(f"--inputs file not found: {inputs}")
     outputs = {path.resolve() for path in VerifyPaths.for_output(output).all()}
@@ -77,10 +91,22 @@ def verify_command(
         input=input, output=output, agent=agent, inputs=inputs, concurrency=concurrency, nats_url=nats_url_from_env(),
         model=model_options(model_url, model, model_api_key, model_api, token_capture) if model_url else None,
     )  # fmt: skip
-    report, interrupted_by = asyncio.run(_verify_until_interrupted(options))
+    with ExitStack() as stack:
+        source = open_input(stack, input, output.parent)
+        report, interrupted_by = asyncio.run(
+            _verify_until_interrupted(replace(options, input=source.path, input_name=source.name))
+        )
     _report_verify(report)
     if report.interrupted:
         raise typer.Exit(interrupted_exit_code(interrupted_by))
+    raise typer.Exit(exit_code(report))
+
+
+def exit_code(report: VerifyReport) -> ExitCode:
+    """The status of a verification that ran to its end (see the command's help)."""
+    if not report.verified:
+        return ExitCode.NONE_COLLECTED
+    return ExitCode.SOME_FAILED if report.disagreed or report.failed else ExitCode.OK
 
 
 async def _verify_until_interrupted(options: VerifyOptions) -> tuple[VerifyReport, int | None]:
@@ -116,10 +142,12 @@ def _report_verify(report: VerifyReport) -> None:
     show_list("Could not be verified", report.failures, report.failed)
     if report.interrupted:
         err.print("[yellow]interrupted: the rows after the last one written were not verified[/yellow]")
-    say(f"Rescored: {report.paths.rescored}")
-    say(f"Disagreements: {report.paths.disagreements}")
-    say(f"Failures: {report.paths.failures}")
-    say(f"Aggregate metrics: {report.paths.metrics}")
+    paths = report.paths
+    for title, path in (("Rescored", paths.rescored), ("Disagreements", paths.disagreements),
+                        ("Failures", paths.failures), ("Aggregate metrics", paths.metrics),
+                        ("Worker log", paths.workers_log)):  # fmt: skip
+        if path.exists():  # a file with no row to hold is never written
+            say(f"{title}: {path}")
 
 
 def _report_join(join: JoinTally) -> None:

@@ -43,7 +43,7 @@ from gymbus.schemas import (
     row_fields,
 )
 
-from .._input import _located, check_row
+from .._input import _located, check_row, nearest
 
 __all__ = [
     "INPUT_LINE",
@@ -121,7 +121,8 @@ def _agent(agent: str | None, path: str, number: int, known: Mapping[str, Agent]
         raise InputError(f"{agent!r} is not a valid agent name", path=path, line=number, field=AGENT_REF)
     if agent not in known:
         where = f"{path}:{number}: field `{AGENT_REF}`"
-        message = f"agent {agent!r} has no built-in environment to verify with (built-in: {', '.join(sorted(known))})"
+        hint = nearest(agent, known) or f" (built-in: {', '.join(sorted(known))})"
+        message = f"agent {agent!r} has no built-in environment to verify with{hint}"
         raise RolloutFailed("unknown_agent", f"{where}: {message}")
     return agent
 

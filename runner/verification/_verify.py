@@ -81,6 +81,8 @@ __all__ = ["VerifyOptions", "VerifyPaths", "VerifyReport", "verify_rollouts"]
 class VerifyOptions:
     input: Path
     output: Path
+    input_name: str | None = None
+    """What messages call the input (`<stdin>` for a pipe copied to a file); its path by default."""
     agent: str | None = None
     """Agent of rows without `agent_ref` (NeMo Gym rollout files often have none)."""
     concurrency: int = DEFAULT_LIMITS.verify_concurrency
@@ -167,6 +169,8 @@ class _Verification:
     known: Mapping[str, Agent]
     served: set[str]
     inputs: InputIndex | None
+    workers_log: Path | None
+    """Where the workers `verify` started write; `None` when it started none (`NATS_URL`)."""
 
 
 async def verify_rollouts(
@@ -187,7 +191,8 @@ async def verify_rollouts(
             workers = await _start_workers(environments, bus, options) if bus.embedded else None
             try:
                 served = await _served(bus, environments, view)
-                verification = _Verification(Verifier(bus, options.timeouts), options, known, served, inputs)
+                log = paths.workers_log if workers is not None else None
+                verification = _Verification(Verifier(bus, options.timeouts), options, known, served, inputs, log)
                 view.start(total, already=0)
                 await _verify_all(verification, report, view, stop or asyncio.Event())
             finally:
@@ -276,7 +281,7 @@ async def _verify_all(
     verification: _Verification, report: VerifyReport, view: ProgressView, stop: asyncio.Event
 ) -> None:
     """Send every row, and write the verdicts in input order (see the module docstring)."""
-    path = str(verification.options.input)
+    path = verification.options.input_name or str(verification.options.input)
     writers = _Writers(report.paths, path)
     window: deque[asyncio.Task[_Verified | _Failed]] = deque()
     try:
@@ -305,12 +310,12 @@ async def _verify_row(verification: _Verification, line: bytes, path: str, numbe
     except RolloutFailed as exc:
         return _failed(line, number, exc.failure_class, exc.message)
     if stored.environment not in verification.served:
-        return _unserved(stored, path)
+        return _unserved(stored, path, verification.workers_log)
     try:
         reply = await verification.verifier.verdict(stored.environment, stored.body)
         row, fields, reward = rescored_row(stored.body, reply)
     except NoResponders:
-        return _unserved(stored, path)
+        return _unserved(stored, path, verification.workers_log)
     except RequestTimeout as exc:
         return _failed(stored.body, number, "verify_failed", f"{path}:{number}: verify timed out: {exc}")
     except RemoteError as exc:
@@ -324,9 +329,13 @@ async def _verify_row(verification: _Verification, line: bytes, path: str, numbe
     return _Verified(stored, row, fields, reward)
 
 
-def _unserved(stored: Stored, path: str) -> _Failed:
+def _unserved(stored: Stored, path: str, workers_log: Path | None) -> _Failed:
     subject = subjects.env_verify(stored.environment)
-    hint = f"start one with `gym-runner serve {stored.environment}`"
+    hint = (
+        f"the worker verify started for it stopped serving it (see {workers_log})"
+        if workers_log is not None
+        else f"start one with `gym-runner serve {stored.environment}`"
+    )
     return _failed(stored.body, stored.line, "no_worker", f"{path}:{stored.line}: {not_served(subject, hint)}")
 
 

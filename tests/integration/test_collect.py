@@ -15,14 +15,16 @@ import pytest
 
 from gymbus.bus import ServeOptions, serve_functions
 from gymbus.runner import CollectOptions, ProgressView, collect
+from gymbus.runner._input import UnknownAgent
 from tests.conftest import EXAMPLES, WEATHER, WEATHER_AGENT
 
 GYM_RUNNER = [sys.executable, "-m", "gymbus.runner"]
 
 
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 90
+    *args: str, env: dict[str, str] | None = None, timeout: float = 90, feed: str | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """`gym-runner ARGS`; `feed` is piped to its standard input (else it reads nothing)."""
     clean = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "POLICY_BASE_URL")}
     return subprocess.run(
         [*GYM_RUNNER, *args],
@@ -31,6 +33,8 @@ def run_cli(
         text=True,
         timeout=timeout,
         env={**clean, **(env or {})},
+        input=feed,
+        stdin=None if feed is not None else subprocess.DEVNULL,
     )
 
 
@@ -129,7 +133,10 @@ def test_bad_rows_go_to_failures_and_good_rows_are_still_collected(tmp_path: Pat
     assert f"{source}:2: not a JSON object" in messages[0]
     assert f"{source}:3: field `responses_create_params`: missing" in messages[1]
     assert f"{source}:4: field `_ng_task_index`" in messages[2]
-    assert "no worker serves gym.agent.nobody_serves_this_agent.run" in messages[3]
+    assert messages[3] == (
+        f"{source}:5: field `agent_ref`: no worker serves gym.agent.nobody_serves_this_agent.run: "
+        "nobody_serves_this_agent is not a built-in agent"
+    )
     assert [row["_ng_failure_class"] for row in failures.values()] == ["invalid_input"] * 3 + ["no_worker"]
     assert "failures" in done.stderr
 
@@ -145,16 +152,103 @@ def test_bad_rows_go_to_failures_and_good_rows_are_still_collected(tmp_path: Pat
     assert len(read_jsonl(out)) == 2
 
 
-def test_a_run_where_nothing_worked_exits_non_zero_and_says_why(tmp_path: Path) -> None:
-    out = tmp_path / "none.jsonl"
-    done = run_cli(
-        "collect", "-i", str(EXAMPLES / f"{WEATHER}.jsonl"), "-o", str(out), "--agent", "no_such_agent"
+def test_a_misspelt_agent_is_refused_before_anything_starts_naming_the_nearest(tmp_path: Path) -> None:
+    out = tmp_path / "typo.jsonl"
+    out.write_text('{"kept": "an earlier run\'s rollout"}\n')
+    misspelt = WEATHER_AGENT.replace("simple", "simpel")
+    done = run_cli("collect", "-i", str(EXAMPLES / f"{WEATHER}.jsonl"), "-o", str(out), "--agent", misspelt)
+    assert done.returncode == 2, done.stderr  # a bad value
+    assert f"error: --agent {misspelt}: not an agent (did you mean {WEATHER_AGENT}?)" in done.stderr
+    assert "started embedded nats-server" not in done.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["typo.jsonl"]  # no workers, no sidecar
+    assert out.read_text() == '{"kept": "an earlier run\'s rollout"}\n'
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({**_weather_row(), "agent_ref": {"name": misspelt}}) + "\n")
+    by_rows = run_cli("collect", "-i", str(rows), "-o", str(tmp_path / "rows_out.jsonl"))
+    assert by_rows.returncode == 1, by_rows.stderr
+    assert (
+        f"error: {rows}: no agent its rows name can run here: {misspelt} (1 rollout): not an agent "
+        f"(did you mean {WEATHER_AGENT}?)"
+    ) in by_rows.stderr
+
+
+async def test_an_agent_nobody_serves_on_a_shared_bus_is_refused_with_how_to_serve_it(
+    nats_url: str, tmp_path: Path
+) -> None:
+    options = CollectOptions(
+        input=EXAMPLES / f"{WEATHER}.jsonl", output=tmp_path / "o.jsonl", agent=WEATHER_AGENT, nats_url=nats_url
     )
-    assert done.returncode == 4, done.stderr
-    assert "Collected no rollouts of 5 planned; 5 failures" in done.stderr
-    assert "rollouts/s)" not in done.stderr.split("Collected")[1]  # no rate for nothing collected
-    assert "no_worker: 5 (first: no worker serves gym.agent.no_such_agent.run" in done.stderr
-    assert "Rollouts:" not in done.stderr and f"Failures: {tmp_path / 'none_failures.jsonl'}" in done.stderr
+    with pytest.raises(UnknownAgent) as refused:
+        await collect(options, ProgressView(), asyncio.Event())
+    assert str(refused.value) == (
+        f"--agent {WEATHER_AGENT}: no worker serves it: start one with `gym-runner serve {WEATHER_AGENT}`"
+    )
+    assert not refused.value.usage and not (tmp_path / "o_failures.jsonl").exists()
+
+
+def _weather_row() -> dict[str, object]:
+    return json.loads((EXAMPLES / f"{WEATHER}.jsonl").read_text().splitlines()[0])
+
+
+@pytest.mark.parametrize("dash_i", ["-", "/dev/stdin"])
+def test_piped_input_is_read_and_its_bad_lines_named_by_stdin_line(tmp_path: Path, dash_i: str) -> None:
+    """`jq ... | gym-runner collect -i -`: the rows come once, through a pipe, yet are read twice
+    (planned, then run); nothing is left of the copy made to read them again."""
+    rows = (EXAMPLES / f"{WEATHER}.jsonl").read_text().splitlines()
+    out = tmp_path / "piped" / "out.jsonl"
+    done = run_cli(
+        "collect", "-i", dash_i, "-o", str(out), "--agent", WEATHER_AGENT, "--num-repeats", "2",
+        feed="\n".join([rows[0], "{oops", *rows[1:]]) + "\n", timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert len(read_jsonl(out)) == 10
+    [failure] = read_jsonl(tmp_path / "piped" / "out_failures.jsonl")
+    name = "<stdin>" if dash_i == "-" else dash_i
+    assert str(failure["_ng_failure_message"]).startswith(f"{name}:2: not a JSON object")
+    assert len(read_jsonl(tmp_path / "piped" / "out_materialized_inputs.jsonl")) == 10
+    assert sorted(path.name for path in out.parent.iterdir()) == [
+        "out.jsonl", "out_aggregate_metrics.json", "out_failures.jsonl", "out_materialized_inputs.jsonl",
+        "out_plan.json", "out_workers.log",
+    ]  # fmt: skip
+
+
+def test_dash_input_from_a_terminal_is_refused_at_once(tmp_path: Path) -> None:
+    import pty
+
+    parent, child = pty.openpty()
+    try:
+        done = subprocess.run(
+            [*GYM_RUNNER, "collect", "-i", "-", "-o", str(tmp_path / "o.jsonl"), "--agent", WEATHER_AGENT],
+            stdin=child, capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(parent)
+        os.close(child)
+    assert done.returncode == 1, done.stderr
+    assert "<stdin> is a terminal, not rows: pipe them in" in done.stderr
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_resume_with_another_plan_is_refused_naming_the_difference(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    source = str(EXAMPLES / f"{WEATHER}.jsonl")
+    first = run_cli("collect", "-i", source, "-o", str(out), "--agent", WEATHER_AGENT, "--num-repeats", "2")
+    assert first.returncode == 0, first.stderr
+    written = out.read_text()
+    changed = run_cli(
+        "collect", "-i", source, "-o", str(out), "--agent", WEATHER_AGENT, "--num-repeats", "4", "--limit", "3",
+        "--resume",
+    )  # fmt: skip
+    assert changed.returncode == 1, changed.stderr
+    assert (
+        f"error: --resume: {out} was collected with --num-repeats 2, not 4; --limit (none), not 3, and its "
+        "rollouts are numbered by that plan"
+    ) in changed.stderr
+    assert "started embedded nats-server" not in changed.stderr and out.read_text() == written
+    same = run_cli("collect", "-i", source, "-o", str(out), "--agent", WEATHER_AGENT, "--num-repeats", "2", "--resume")
+    assert same.returncode == 0, same.stderr
+    assert "10 done by an earlier run" in same.stderr and out.read_text() == written
 
 
 def test_resume_into_a_directory_not_made_yet(tmp_path: Path) -> None:
@@ -258,6 +352,38 @@ def test_help_and_version(flag: str) -> None:
 def test_collect_help_has_an_example() -> None:
     done = run_cli("collect", "--help")
     assert done.returncode == 0 and "gym-runner collect -i" in done.stdout
+
+
+def test_the_readmes_first_command_writes_the_files_its_table_lists(tmp_path: Path) -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    table = re.findall(r"^\| `results/(weather\S*)` \| (.*) \|$", readme.split("## The first collection")[1], re.M)
+    assert len(table) >= 5
+    results = tmp_path / "results"
+    done = run_cli("collect", "--input", str(EXAMPLES / f"{WEATHER}.jsonl"), "--output", str(results / "weather.jsonl"),
+                   "--agent", WEATHER_AGENT)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    written = [name for name, what in table if not what.startswith("only when something failed")]
+    assert len(written) < len(table)  # the failures file is listed, as written only on failure
+    assert sorted(path.name for path in results.iterdir()) == sorted(written)
+
+
+def test_piped_help_keeps_every_option_name_whole() -> None:
+    done = run_cli("collect", "--help")  # stdout is a pipe, as in `gym-runner collect --help | grep ...`
+    assert done.returncode == 0
+    for option in ("--rollout-timeout", "--model-api-key", "--token-capture", "--num-repeats"):
+        assert option in done.stdout, done.stdout
+    assert "…" not in done.stdout
+
+
+def test_logs_off_a_terminal_are_whole_lines_never_wrapped_or_padded(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    done = run_cli("collect", "-i", str(EXAMPLES / f"{WEATHER}.jsonl"), "-o", str(out), "--agent", WEATHER_AGENT)
+    assert done.returncode == 0, done.stderr
+    workers_log = (tmp_path / "out_workers.log").read_text()
+    subject = f"gym.agent.{WEATHER_AGENT}.run"
+    assert f"INFO     serving {WEATHER_AGENT} (agent): {subject}\n" in workers_log, workers_log
+    for line in (done.stderr + workers_log).splitlines():
+        assert line == line.rstrip(), repr(line)
 
 
 def test_a_missing_input_file_is_a_clear_error(tmp_path: Path) -> None:

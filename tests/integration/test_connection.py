@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
 import time
 
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from gymbus import bus
 from gymbus import schemas
 from tests.fake_openai import free_port
+from tests.integration.test_collect import run_cli
 
 
 async def test_an_unreachable_nats_url_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,3 +44,30 @@ def test_embedded_server_can_restart_on_its_port_with_its_data(tmp_path) -> None
     again = bus.EmbeddedServer(port=port, store_dir=tmp_path)
     assert again.start() == f"nats://127.0.0.1:{port}"
     again.stop()
+
+
+def test_a_server_without_jetstream_is_named_in_one_line_with_the_fix() -> None:
+    port = free_port()
+    server = subprocess.Popen(
+        [bus.find_server_binary(), "-a", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        url = f"nats://127.0.0.1:{port}"
+        deadline = time.monotonic() + 10
+        while not _listening(port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        done = run_cli("status", env={"NATS_URL": url}, timeout=60)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        f"error: NATS at {url} has no JetStream, where GymBus keeps its task queues, sessions and results: "
+        "start nats-server with -js (`nats-server -js`), or `jetstream {}` in its config"
+    )
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0

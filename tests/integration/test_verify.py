@@ -17,6 +17,8 @@ from gymbus.bus import ServiceHost, environment_service
 from gymbus.functions import REGISTRY, Environment, MemoryState, Session
 from gymbus.runner import ProgressView, VerifyOptions, verify_rollouts
 from gymbus.schemas import UpstreamFailed, VerifyRequest, VerifyResult
+from gymbus.runner.verification._rescore import Stored
+from gymbus.runner.verification._verify import _unserved
 from tests.conftest import EXAMPLES, WEATHER, WEATHER_AGENT
 from tests.integration.test_collect import read_jsonl, run_cli
 
@@ -132,7 +134,7 @@ def test_reverifying_counter_rollouts_replays_their_calls_in_fresh_sessions(tmp_
     wrong["arguments"] = json.dumps({"count": json.loads(wrong["arguments"])["count"] + 1})
     source = write_jsonl(tmp_path / "stored.jsonl", rows)
     done = run_cli("verify", "-i", str(source), "-o", str(tmp_path / "rescored.jsonl"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr  # one disagrees
     assert "4 agree with the stored reward, 1 disagree" in done.stderr
     task, rollout = rows[2]["_ng_task_index"], rows[2]["_ng_rollout_index"]
     assert f"{source}:3 (task {task}, rollout {rollout}): stored 1.0, new 0.0" in done.stderr
@@ -208,7 +210,7 @@ def test_a_nemo_gym_rollout_file_without_agent_ref_verifies_with_agent(tmp_path:
     source = write_jsonl(tmp_path / "nemo_gym_rollouts.jsonl", rows)
     out = tmp_path / "rescored.jsonl"
     done = run_cli("verify", "-i", str(source), "-o", str(out), "--agent", WEATHER_AGENT)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr  # one disagrees
     assert "4 agree with the stored reward, 1 disagree" in done.stderr
     assert f"{source}:4: stored 0.0, new 1.0" in done.stderr
     rescored = read_jsonl(out)
@@ -222,11 +224,64 @@ def test_a_nemo_gym_rollout_file_without_agent_ref_verifies_with_agent(tmp_path:
     }  # fmt: skip
 
 
+def test_the_exit_status_says_whether_every_row_agreed_and_only_written_files_are_named(
+    tmp_path: Path,
+) -> None:
+    collected = tmp_path / "weather.jsonl"
+    done = run_cli("collect", "-i", str(EXAMPLES / f"{WEATHER}.jsonl"), "-o", str(collected), "--agent", WEATHER_AGENT)
+    assert done.returncode == 0, done.stderr
+    rows = collected.read_text().splitlines()
+
+    agreed = run_cli("verify", "-i", str(collected), "-o", str(tmp_path / "agreed.jsonl"))
+    assert agreed.returncode == 0, agreed.stderr
+    assert f"Rescored: {tmp_path / 'agreed.jsonl'}" in agreed.stderr
+    assert "Disagreements:" not in agreed.stderr and "Failures:" not in agreed.stderr
+    assert not (tmp_path / "agreed_disagreements.jsonl").exists()
+
+    first = json.loads(rows[0])  # rows are in completion order: any task may come first
+    changed = json.dumps({**first, "reward": 0.0})
+    disagreed = run_cli("verify", "-i", "-", "-o", str(tmp_path / "changed.jsonl"), feed=changed + "\n")
+    assert disagreed.returncode == 3, disagreed.stderr
+    key = f"task {first['_ng_task_index']}, rollout {first['_ng_rollout_index']}"
+    assert f"<stdin>:1 ({key}): stored 0.0, new 1.0" in disagreed.stderr
+    assert f"Disagreements: {tmp_path / 'changed_disagreements.jsonl'}" in disagreed.stderr
+    assert "Failures:" not in disagreed.stderr
+
+    unparsable = write_jsonl(tmp_path / "one_bad.jsonl", [*rows[1:], "{oops"])
+    one_bad = run_cli("verify", "-i", str(unparsable), "-o", str(tmp_path / "one_bad_out.jsonl"))
+    assert one_bad.returncode == 3, one_bad.stderr
+    assert f"{unparsable}:5: not a JSON object" in one_bad.stderr and "Disagreements:" not in one_bad.stderr
+
+    nothing = run_cli("verify", "-i", "-", "-o", str(tmp_path / "nothing.jsonl"), feed="{oops\n")
+    assert nothing.returncode == 4, nothing.stderr
+    assert "Rescored:" not in nothing.stderr and f"Failures: {tmp_path / 'nothing_failures.jsonl'}" in nothing.stderr
+
+
+def test_a_row_whose_started_worker_stopped_serving_points_at_the_workers_log(tmp_path: Path) -> None:
+    stored = Stored(line=3, body=b"{}", agent=WEATHER_AGENT, environment=WEATHER, reward=1.0, task_index=0,
+                    rollout_index=0)  # fmt: skip
+    started = _unserved(stored, "rows.jsonl", tmp_path / "out_workers.log")
+    assert started.message == (
+        f"rows.jsonl:3: no worker serves gym.env.{WEATHER}.verify: the worker verify started for it "
+        f"stopped serving it (see {tmp_path / 'out_workers.log'})"
+    )
+    on_a_bus = _unserved(stored, "rows.jsonl", None)
+    assert on_a_bus.message.endswith(f"start one with `gym-runner serve {WEATHER}`")
+
+
+def test_a_misspelt_agent_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "rows.jsonl", [{"response": RESPONSE}])
+    done = run_cli("verify", "-i", str(source), "-o", str(tmp_path / "out.jsonl"), "--agent", "mcqa_simpel_agent")
+    assert done.returncode == 2, done.stderr
+    assert "error: --agent mcqa_simpel_agent: not an agent (did you mean mcqa_simple_agent?)" in done.stderr
+    assert "started embedded nats-server" not in done.stderr and not (tmp_path / "out_failures.jsonl").exists()
+
+
 def test_without_agent_every_unnamed_row_fails_with_its_line(tmp_path: Path) -> None:
     task = json.loads((EXAMPLES / f"{WEATHER}.jsonl").read_text().splitlines()[0])
     source = write_jsonl(tmp_path / "unnamed.jsonl", [nemo_gym_rollout(task, n, 1.0) for n in range(2)])
     done = run_cli("verify", "-i", str(source), "-o", str(tmp_path / "out.jsonl"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 4, done.stderr  # no row could be verified
     failures = read_jsonl(tmp_path / "out_failures.jsonl")
     assert [row["_ng_failure_message"] for row in failures] == [
         f"{source}:{n}: field `agent_ref`: missing, and no --agent was given" for n in (1, 2)
@@ -464,7 +519,7 @@ def test_nemo_gym_rollouts_without_task_fields_are_joined_with_their_inputs_and_
 
     out = tmp_path / "rescored.jsonl"
     done = run_cli("verify", "-i", str(source), "--inputs", str(inputs), "-o", str(out))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr  # disagreements, an unmatched row
     assert (
         f"Joined with {inputs} (10 input rows): 9 by task and rollout index, 1 by prompt, 1 not matched"
         in (done.stderr)
@@ -486,5 +541,5 @@ def test_nemo_gym_rollouts_without_task_fields_are_joined_with_their_inputs_and_
     )
 
     without = run_cli("verify", "-i", str(source), "-o", str(tmp_path / "unjoined.jsonl"))
-    assert without.returncode == 0, without.stderr
+    assert without.returncode == 3, without.stderr
     assert "4 agree with the stored reward, 7 disagree" in without.stderr  # no task fields: every answer is 0

@@ -4,6 +4,7 @@ blended, balanced, shuffled and split with a seed, and NeMo Gym's dataset metric
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from gymbus.runner.cli import app
+from gymbus.runner.preparation._command import prepare_command
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NEMO_GYM_METRICS = Path(__file__).resolve().parent / "nemo_gym_metrics"
@@ -208,3 +210,56 @@ def test_prepared_rows_decode_as_task_rows(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     for line in (tmp_path / "train.jsonl").read_bytes().splitlines():
         assert msgspec.json.decode(line, type=TaskRow).agent_ref
+
+
+def help_examples(doc: str, program: str = "gym-runner") -> list[list[str]]:
+    """The commands a --help text shows, as argument lists (continued lines joined)."""
+    commands, pending = [], ""
+    for line in doc.splitlines():
+        text = line.strip()
+        if pending or text.startswith(f"{program} "):
+            pending += text.removesuffix("\\").strip() + " "
+            if not text.endswith("\\"):
+                commands.append(shlex.split(pending)[1:])
+                pending = ""
+    return commands
+
+
+def _runs_where_the_examples_are(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "examples").symlink_to(EXAMPLES)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_every_example_in_the_help_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    examples = help_examples(prepare_command.__doc__ or "")
+    local = [args for args in examples if "--hf" not in args]
+    assert len(examples) == 3 and len(local) == 2
+    _runs_where_the_examples_are(tmp_path, monkeypatch)
+    for args in local:
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, f"{shlex.join(args)}\n{result.output}"
+        out = Path(args[args.index("-o") + 1])
+        assert len(_lines(out / "train.jsonl")) >= 5 and "0 used" not in result.output
+
+
+def test_the_commands_pages_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = (EXAMPLES.parent / "docs" / "commands.md").read_text()
+    block = page.split("## prepare:")[1].split("```bash")[1].split("```")[0]
+    [local] = [args for args in help_examples(block) if "--hf" not in args]
+    _runs_where_the_examples_are(tmp_path, monkeypatch)
+    result = CliRunner().invoke(app, local)
+    assert result.exit_code == 0, result.output
+    assert "5 good rows, 0 bad; 5 used" in result.output
+
+
+def test_balance_against_a_dataset_without_a_good_row_is_refused(tmp_path: Path) -> None:
+    empty = tmp_path / "all_bad.jsonl"
+    empty.write_text("{oops\n")
+    out = tmp_path / "out"
+    result = _prepare(f"{EXAMPLES / 'mcqa.jsonl'}=mcqa_simple_agent", str(empty), "--balance", "-o", str(out))
+    assert result.exit_code == 1
+    assert (
+        f"--balance takes as many rows from each dataset as the smallest has, and {empty} has no good row "
+        f"(1 bad, listed in {out / 'bad_rows.txt'}): fix its rows, leave it out, or drop --balance"
+    ) in result.output
+    assert not (out / "train.jsonl").exists()
