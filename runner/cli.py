@@ -5,6 +5,7 @@
     prepare          preparation/_command.py
     check            checks/_command.py
     serve, status    serving/_command.py     (and `sync-adapters`, `nemo-gym install`)
+    front, talk      front/_command.py
     view             viewer/_command.py
     secure init      security/_command.py
 """
@@ -24,6 +25,7 @@ from gymbus.bus import tune_gc
 from ._console import err
 from .checks._command import check_command
 from .collection._command import collect_command
+from .front import front_command, talk_command
 from .preparation._command import prepare_command
 from .security._command import secure_init_command
 from .serving._command import nemo_gym_install_command, serve_command, status_command, sync_adapters_command
@@ -54,6 +56,8 @@ for name, command in (
     ("status", status_command),
     ("sync-adapters", sync_adapters_command),
     ("view", view_command),
+    ("front", front_command),
+    ("talk", talk_command),
 ):
     app.command(name)(command)
 
