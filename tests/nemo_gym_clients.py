@@ -33,4 +33,5 @@ async def verify(port: int, server: str, body_path: str) -> None:
 
 if __name__ == "__main__":
     command, port, *rest = sys.argv[1:]
+    sys.argv[1:] = []  # NeMo Gym reads its own config overrides from the command line
     asyncio.run({"run_examples": run_examples, "verify": verify}[command](int(port), *rest))
