@@ -65,8 +65,7 @@ def app_for(server: FrontServer, layout: Layout, front: FrontBus) -> web.Applica
     for path in READINESS:
         app.router.add_get(path, _ready)
     if server.kind == "head":
-        config = json.dumps(yaml.safe_dump(layout.config(), sort_keys=False))
-        app.router.add_get("/global_config_dict_yaml", lambda _: _json_text(config))
+        app.router.add_get("/global_config_dict_yaml", _config(layout))
     elif server.kind in ("environment_servers", "responses_api_agents"):
         app.router.add_post("/run", _guarded(_run(front, server.target)))
         app.router.add_post("/aggregate_metrics", _guarded(_aggregate(server.target)))
@@ -86,8 +85,14 @@ async def _ready(_: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-def _json_text(text: str) -> web.Response:
-    return web.Response(text=text, content_type="application/json")
+def _config(layout: Layout) -> Handler:
+    """NeMo Gym's head server answers its config as YAML text, the text as a JSON string."""
+    text = json.dumps(yaml.safe_dump(layout.config(), sort_keys=False))
+
+    async def config(_: web.Request) -> web.Response:
+        return web.Response(text=text, content_type="application/json")
+
+    return config
 
 
 def _raw(body: bytes, status: int = 200) -> web.Response:

@@ -37,12 +37,12 @@ class FrontServer:
     `responses_api_models`."""
     target: str
     """The agent, environment or model on the bus it stands for ("" for the head)."""
+    sock: socket.socket = field(compare=False)
+    """Its listening socket, bound when planned (so its port is known before it serves)."""
     agent: ServedAgent | None = None
-    sock: socket.socket | None = field(default=None, compare=False)
 
     @property
     def port(self) -> int:
-        assert self.sock is not None, "bound by `Layout.plan`"
         return int(self.sock.getsockname()[1])
 
 
@@ -71,13 +71,13 @@ class Layout:
     def plan(cls, agents: list[ServedAgent], host: str, head_port: int) -> Layout:
         """The head server on `head_port`, and for each agent its environment server, the
         agent, its environment (a resources server) and its model, each on a free port."""
-        servers = [FrontServer(HEAD, "head", "", sock=bind(host, head_port))]
+        servers = [FrontServer(HEAD, "head", "", bind(host, head_port))]
         seen: set[str] = {HEAD}
 
         def add(name: str, kind: str, target: str, agent: ServedAgent | None = None) -> None:
             if name not in seen:
                 seen.add(name)
-                servers.append(FrontServer(name, kind, target, agent, bind(host)))
+                servers.append(FrontServer(name, kind, target, bind(host), agent))
 
         try:
             for agent in agents:
@@ -87,15 +87,13 @@ class Layout:
                 add(agent.model, "responses_api_models", agent.model)
         except BaseException:
             for server in servers:
-                assert server.sock is not None
                 server.sock.close()
             raise
         return cls(host, tuple(servers))
 
     def close(self) -> None:
         for server in self.servers:
-            if server.sock is not None:
-                server.sock.close()
+            server.sock.close()
 
     @property
     def head(self) -> FrontServer:

@@ -43,7 +43,7 @@ async def talk_once(
     """`agent`'s response to `prompt` (after `system`, if given), its tools offered."""
     items = ([Item(role="system", content=system)] if system else []) + [Item(role="user", content=prompt)]
     tools = tools_of(agent)
-    params = ResponsesCreateParams(input=items, **({"tools": tools} if tools else {}))
+    params = ResponsesCreateParams(input=items, tools=tools or msgspec.UNSET)
     async with open_bus(nats_url, name="gym-runner talk", timeouts=timeouts) as bus:
         front = await FrontBus.open(bus.nc, timeouts=timeouts)
         try:
