@@ -13,7 +13,7 @@ import msgspec
 
 from gymbus.bus import open_bus
 from gymbus.bus.front import FrontBus
-from gymbus.functions import AGENTS, ENVIRONMENTS, Agent
+from gymbus.functions import ENVIRONMENTS, Agent
 from gymbus.schemas import DEFAULT_TIMEOUTS, Item, Response, ResponsesCreateParams, Timeouts, Tool, item_text
 
 __all__ = ["conversation_lines", "talk_once", "tools_of"]
@@ -73,6 +73,3 @@ def conversation_lines(response: Response) -> list[tuple[str, str]]:
 def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
-
-def known_agent(name: str) -> Agent | None:
-    return AGENTS.get(name)
