@@ -13,6 +13,7 @@ from gymbus.schemas import GymError, output_text
 from .._console import fail, say
 from ._front import DEFAULT_HEAD_PORT, FrontOptions, install_stop, run_front
 from ._layout import Layout
+from ._started import NEMO_GYM_ROOT, run_started_front
 from ._talk import conversation_lines, talk_once
 
 __all__ = ["front_command", "talk_command"]
@@ -24,6 +25,21 @@ def front_command(
     ] = None,
     host: Annotated[str, typer.Option(help="Address to listen on, and to give NeMo Gym's clients.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="The head server's port (NeMo Gym's default).", min=0)] = DEFAULT_HEAD_PORT,
+    from_nemo_gym: Annotated[
+        bool,
+        typer.Option(
+            "--from-nemo-gym",
+            help="Started by NeMo Gym from a config's `gymbus_front` server: serve what its config "
+            "(NEMO_GYM_CONFIG_DICT) gives the front, at the ports it gave them.",
+        ),
+    ] = False,
+    nemo_gym_root: Annotated[
+        bool,
+        typer.Option(
+            "--nemo-gym-root",
+            help="Print the folder holding GymBus's NeMo Gym servers and config, for NEMO_GYM_EXTRA_ROOTS, and exit.",
+        ),
+    ] = False,
 ) -> None:
     """Serve NeMo Gym's HTTP API in front of the agents on the bus at NATS_URL, until Ctrl-C.
 
@@ -34,12 +50,22 @@ def front_command(
     redelivery, not an error; each environment a resources server (`/seed_session`,
     `/verify`, tools); each model `/v1/responses`. Each server has a port of its own.
 
+    A trainer that starts NeMo Gym itself from its `config_paths` (NeMo RL, veRL's recipe)
+    starts the front too: add `resources_servers/gymbus/configs/gymbus_front.yaml` (or your
+    own copy) to its `config_paths` and export NEMO_GYM_EXTRA_ROOTS=$(gym-runner front
+    --nemo-gym-root); see docs/nemo-gym-clients.md.
+
     Examples:
 
         gym-runner front example_single_tool_call_simple_agent --port 11000
 
         gym-runner front
+
+        gym-runner front --nemo-gym-root
     """
+    if nemo_gym_root:
+        typer.echo(str(NEMO_GYM_ROOT))
+        raise typer.Exit()
     options = FrontOptions(agents=tuple(agents or ()), host=host, head_port=port)
 
     def ready(layout: Layout) -> None:
@@ -50,11 +76,14 @@ def front_command(
     async def main() -> None:
         stop = asyncio.Event()
         install_stop(stop)
-        await run_front(options, stop, ready)
+        if from_nemo_gym:
+            await run_started_front(stop)
+        else:
+            await run_front(options, stop, ready)
 
     try:
         asyncio.run(main())
-    except (GymError, OSError) as exc:
+    except (GymError, OSError, ValueError, KeyError) as exc:
         fail(str(exc))
 
 

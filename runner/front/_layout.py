@@ -19,6 +19,8 @@ from gymbus.bus.front import ServedAgent
 
 __all__ = ["FrontServer", "Layout", "bind"]
 
+KINDS = ("environment_servers", "responses_api_agents", "resources_servers", "responses_api_models")
+
 HEAD = "head_server"
 IMPLEMENTATION = "gymbus"
 """The implementation name under each server's kind (NeMo Gym's own are `simple_agent`, ...)."""
@@ -91,6 +93,26 @@ class Layout:
             raise
         return cls(host, tuple(servers))
 
+    @classmethod
+    def from_nemo_gym(cls, config: dict[str, Any], own: str) -> Layout:
+        """The servers of NeMo Gym's resolved global `config` that the front serves, bound
+        at the host and port NeMo Gym gave each: its own entry `own` (readiness only), and
+        every other server whose implementation is `gymbus`."""
+        servers: list[FrontServer] = []
+        try:
+            for name, kind, implementation, instance in _instances(config):
+                if name == own:
+                    servers.insert(0, FrontServer(name, "front", "", bind(instance["host"], instance["port"])))
+                elif implementation == IMPLEMENTATION:
+                    servers.append(FrontServer(name, kind, name, bind(instance["host"], instance["port"])))
+        except BaseException:
+            for server in servers:
+                server.sock.close()
+            raise
+        if not servers or servers[0].name != own:
+            raise ValueError(f"the config has no server named {own!r}")
+        return cls(servers[0].sock.getsockname()[0], tuple(servers))
+
     def close(self) -> None:
         for server in self.servers:
             server.sock.close()
@@ -116,3 +138,17 @@ class Layout:
             instance["resources_server"] = {"type": "resources_servers", "name": agent.environment}
             instance["model_server"] = {"type": "responses_api_models", "name": agent.model}
         return instance
+
+
+def _instances(config: dict[str, Any]) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(name, kind, implementation, instance) of each server in a NeMo Gym config."""
+    found = []
+    for name, block in config.items():
+        if not isinstance(block, dict) or len(block) != 1:
+            continue
+        ((kind, implementations),) = block.items()
+        if kind in KINDS and isinstance(implementations, dict) and len(implementations) == 1:
+            ((implementation, instance),) = implementations.items()
+            if isinstance(instance, dict):
+                found.append((str(name), str(kind), str(implementation), instance))
+    return found

@@ -10,7 +10,10 @@ Two environments: the weather one (one tool call) and `example_multi_step` (seve
 from __future__ import annotations
 
 import json
+import math
 import os
+import shutil
+import sys
 import subprocess
 import time
 import urllib.error
@@ -25,11 +28,17 @@ from bench._cluster import RUNNER, Cluster
 from gymbus.functions.nemo_gym import requirements_of, virtual_env
 from gymbus.schemas import GymError
 from tests.fake_openai import FakeOpenAI, ServerThread, free_port
+from tests.vllm_server import MODEL_NAME, VllmServer
 
 pytestmark = pytest.mark.timeout(600)
 
+RUNNER_SCRIPT = shutil.which("gym-runner", path=str(Path(sys.executable).parent)) or "gym-runner"
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CLIENTS = Path(__file__).resolve().parents[1] / "nemo_gym_clients.py"
+MARK = "NEMO-GYM-CLIENT\t"
+NEMO_GYM_ROOT = Path(__file__).resolve().parents[2] / "runner" / "front" / "nemo_gym_root"
+FRONT_CONFIG = NEMO_GYM_ROOT / "resources_servers" / "gymbus" / "configs" / "gymbus_front.yaml"
 WEATHER, MULTI_STEP = "example_single_tool_call", "example_multi_step"
 AGENTS = {WEATHER: f"{WEATHER}_simple_agent", MULTI_STEP: f"{MULTI_STEP}_simple_agent"}
 PER_ENVIRONMENT = 3
@@ -92,8 +101,12 @@ def nemo_gym(python: Path, *args: str, cwd: Path, timeout: float = 300) -> str:
 
 def run_examples(python: Path, port: int, items: list[dict[str, Any]], work: Path) -> list[dict[str, Any]]:
     source = write_rows(work / f"rows-{time.monotonic_ns()}.jsonl", items)
-    out = nemo_gym(python, str(CLIENTS), "run_examples", str(port), str(source), cwd=work)
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return client_lines(nemo_gym(python, str(CLIENTS), "run_examples", str(port), str(source), cwd=work))
+
+
+def client_lines(out: str) -> list[dict[str, Any]]:
+    """What `tests/nemo_gym_clients.py` printed, among what NeMo Gym prints."""
+    return [json.loads(line.split(MARK, 1)[1]) for line in out.splitlines() if line.startswith(MARK)]
 
 
 def post(port: int, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
@@ -196,7 +209,7 @@ def test_a_reward_function_verifies_through_the_head_server(
     rollout = post(server_port(port, f"{AGENTS[WEATHER]}_environment_server"), "/run", json.dumps(rows(WEATHER, 1)[0]).encode())[1]
     body = write_rows(cluster.workdir / "verify.json", [{k: v for k, v in rollout.items() if k != "reward"}])
     out = nemo_gym(client_python, str(CLIENTS), "verify", str(port), WEATHER, str(body), cwd=cluster.workdir)
-    verified = json.loads(out.splitlines()[-1])
+    (verified,) = client_lines(out)
     assert verified["status"] == 200 and verified["body"]["reward"] == rollout["reward"]
 
 
@@ -247,9 +260,80 @@ def test_a_killed_agent_worker_costs_a_redelivery_not_a_row(
                 if collecting.poll() is None:
                     collecting.kill()
             assert collecting.returncode == 0, err[-3000:]
-            results = [json.loads(line)["result"] for line in out.splitlines() if line.startswith("{")]
+            results = [line["result"] for line in client_lines(out)]
             assert sorted(r["_rowidx"] for r in results) == list(range(len(sent)))
             assert all("_ng_failure_class" not in r and isinstance(r["reward"], float) for r in results)
             assert max(r["_gymbus"]["delivery"] for r in results) > 1  # redelivered after the kill
     finally:
         server.stop()
+
+
+# --- NeMo RL's way in: NeMo Gym starts GymBus from the trainer's config_paths ---
+
+
+def linked_environments(venvs: Path, env: Path) -> None:
+    """NeMo Gym's environment for each server NeMo Gym starts from the front's config, where
+    NeMo Gym looks for it (`uv_venv_dir`): NeMo Gym 0.7.0 would build them with uv for
+    Python 3.13.14, which this machine lacks; GymBus builds the same with its own resolver."""
+    for server in ("resources_servers/gymbus", "responses_api_agents/gymbus", "environment_servers/legacy_agent"):
+        (venvs / server).mkdir(parents=True)
+        (venvs / server / ".venv").symlink_to(env)
+
+
+def nemo_rl_checks(result: dict[str, Any]) -> int:
+    """NeMo RL's contract for one `/run` result (written from its description): every
+    trainable output item (non-empty `generation_token_ids`) has `prompt_token_ids` that
+    start with all earlier prompt and generation tokens of the rollout, and one finite
+    logprob per generated token; at least one item is trainable; a reward. Returns how many
+    model calls it trains on."""
+    assert isinstance(result["reward"], float)
+    seen: list[int] = []
+    trainable = 0
+    for item in result["response"]["output"]:
+        generated = item.get("generation_token_ids") or []
+        if not generated:
+            continue
+        prompt, logprobs = item["prompt_token_ids"], item["generation_log_probs"]
+        assert prompt[: len(seen)] == seen, "Non-contiguous messages found"
+        assert len(logprobs) == len(generated) and all(math.isfinite(lp) for lp in logprobs)
+        seen = prompt + generated
+        trainable += 1
+    assert trainable > 0, f"a result with no trainable item: {json.dumps(result['response'])[:3000]}"
+    return trainable
+
+
+def test_nemo_rl_starts_gymbus_from_its_config_paths_and_gets_trainable_rollouts_from_its_vllm(
+    client_python: Path, vllm_server: VllmServer, tmp_path: Path
+) -> None:
+    """`RunHelper().start` with a config dict shaped as NeMo RL's (GymBus's config among its
+    `config_paths`, its vLLM server as `policy_base_url`, the head server on a free port),
+    then `run_examples`: GymBus's front, workers and `vllm` model function come up from the
+    config, and every result passes NeMo RL's checks. The weather rows only: the tiny test
+    model's context is too short for `example_multi_step`'s prompts."""
+    linked_environments(tmp_path / "venvs", client_python.parents[1])
+    config = {
+        "config_paths": [str(FRONT_CONFIG)],
+        "policy_base_url": [vllm_server.url],
+        "policy_model_name": MODEL_NAME,
+        "policy_api_key": "dummy_key",
+        "head_server": {"host": "127.0.0.1", "port": free_port()},
+        "uv_venv_dir": str(tmp_path / "venvs"),
+        "skip_venv_if_present": True,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    sent = [{**row, "responses_create_params": {**row["responses_create_params"], "max_output_tokens": 16,
+             "temperature": 1.0, "top_p": 1.0}} for row in rows(WEATHER)]  # fmt: skip
+    source = write_rows(tmp_path / "rows.jsonl", sent)
+    environ = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    environ |= {"NEMO_GYM_EXTRA_ROOTS": str(NEMO_GYM_ROOT), "GYMBUS_RUNNER": RUNNER_SCRIPT, "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run(
+        [str(client_python), str(CLIENTS), "start_and_run", str(tmp_path / "config.json"), str(source)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=540, env=environ,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-5000:]}"
+    results = [line["result"] for line in client_lines(done.stdout)]
+    assert sorted(r["_rowidx"] for r in results) == sorted(row["_rowidx"] for row in sent)
+    for result in results:
+        assert "_ng_failure_class" not in result, result
+        assert result["_gymbus"]["delivery"] >= 1  # run by a GymBus agent worker
+        nemo_rl_checks(result)

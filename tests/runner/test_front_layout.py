@@ -7,6 +7,7 @@ import socket
 
 from gymbus.bus.front import ServedAgent
 from gymbus.runner.front._layout import Layout
+from gymbus.runner.front._started import policy_of
 from gymbus.runner.front._talk import conversation_lines, tools_of
 from gymbus.functions import AGENTS
 from gymbus.schemas import Item, Response
@@ -61,3 +62,26 @@ def test_talk_offers_the_environments_tools_and_prints_each_turn() -> None:
     assert conversation_lines(response) == [
         ("tool call", 'get_weather({"city": "sf"})'), ("tool output", "cold"), ("model", "It is cold.")
     ]  # fmt: skip
+
+
+def test_started_by_nemo_gym_the_front_binds_the_ports_nemo_gym_gave_its_servers() -> None:
+    ports = [free_port() for _ in range(4)]
+    config = {
+        "head_server": {"host": "127.0.0.1", "port": 11000},
+        "gymbus_front": {"resources_servers": {"gymbus": {"host": "127.0.0.1", "port": ports[0], "serve": ["x"]}}},
+        "x_agent": {"responses_api_agents": {"gymbus": {"host": "127.0.0.1", "port": ports[1]}}},
+        "x": {"resources_servers": {"gymbus": {"host": "127.0.0.1", "port": ports[2]}}},
+        "x_environment_server": {"environment_servers": {"legacy_agent": {"host": "127.0.0.1", "port": ports[3]}}},
+        "policy_base_url": ["http://a/v1", "http://b/v1"],
+    }
+    layout = Layout.from_nemo_gym(config, "gymbus_front")
+    try:
+        served = [(server.name, server.kind, server.port) for server in layout.servers]
+        # NeMo Gym's own relay (legacy_agent) is NeMo Gym's to start, not the front's.
+        assert served == [("gymbus_front", "front", ports[0]), ("x_agent", "responses_api_agents", ports[1]),
+                          ("x", "resources_servers", ports[2])]  # fmt: skip
+    finally:
+        layout.close()
+    policy = policy_of(config)
+    assert policy is not None and policy.base_url == "http://a/v1,http://b/v1" and policy.api == "vllm"
+    assert policy_of({}) is None
