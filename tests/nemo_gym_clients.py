@@ -57,7 +57,8 @@ async def verify(port: int, server: str, body_path: str) -> None:
 
     client = ServerClient.load_from_global_config(BaseServerConfig(host="127.0.0.1", port=port))
     response = await client.post(server_name=server, url_path="/verify", json=json.load(open(body_path)))
-    print(MARK + json.dumps({"status": response.status, "body": await get_response_json(response)}), flush=True)
+    answer = {"status": response.status, "body": await get_response_json(response)}
+    print(MARK + json.dumps(answer), flush=True)
 
 
 if __name__ == "__main__":

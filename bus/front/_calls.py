@@ -86,7 +86,8 @@ class FrontBus:
     async def tool(self, environment: str, name: str, arguments: bytes, session: str) -> bytes:
         """The tool's output; `NotFound` when `environment` is up but has no such tool."""
         try:
-            return await self._call(subjects.env_tool(environment, name), arguments, session, self._timeouts.tool)
+            subject = subjects.env_tool(environment, name)
+            return await self._call(subject, arguments, session, self._timeouts.tool)
         except NoResponders:
             if await is_served(self._nc, environment, timeout=self._timeouts.ping):
                 raise NotFound(f"environment {environment} has no tool named {name!r}") from None

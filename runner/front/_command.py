@@ -23,8 +23,12 @@ def front_command(
     agents: Annotated[
         list[str] | None, typer.Argument(help="Agents to front; none: every agent a live worker serves.")
     ] = None,
-    host: Annotated[str, typer.Option(help="Address to listen on, and to give NeMo Gym's clients.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="The head server's port (NeMo Gym's default).", min=0)] = DEFAULT_HEAD_PORT,
+    host: Annotated[
+        str, typer.Option(help="Address to listen on, and to give NeMo Gym's clients.")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(help="The head server's port (NeMo Gym's default).", min=0)
+    ] = DEFAULT_HEAD_PORT,
     from_nemo_gym: Annotated[
         bool,
         typer.Option(
@@ -37,7 +41,8 @@ def front_command(
         bool,
         typer.Option(
             "--nemo-gym-root",
-            help="Print the folder holding GymBus's NeMo Gym servers and config, for NEMO_GYM_EXTRA_ROOTS, and exit.",
+            help="Print the folder holding GymBus's NeMo Gym servers and config, for "
+            "NEMO_GYM_EXTRA_ROOTS, and exit.",
         ),
     ] = False,
 ) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from gymbus.bus import open_bus
+from gymbus.bus import nats_url_from_env, open_bus
 from gymbus.bus.front import FrontBus, ServedAgent
 from gymbus.schemas import DEFAULT_TIMEOUTS, BusUnavailable, Timeouts
 
@@ -47,9 +47,9 @@ async def run_front(
     options: FrontOptions, stop: asyncio.Event, ready: Callable[[Layout], None] = lambda _: None
 ) -> None:
     """Serve the front until `stop` is set; `ready` hears the layout once every port answers."""
+    if not (options.nats_url or nats_url_from_env()):
+        raise BusUnavailable("the front needs the bus its workers are on: set NATS_URL")
     async with open_bus(options.nats_url, name="gym-runner front", timeouts=options.timeouts) as bus:
-        if bus.embedded is not None:
-            raise BusUnavailable("the front needs the bus its workers are on: set NATS_URL")
         front = await FrontBus.open(bus.nc, timeouts=options.timeouts)
         try:
             agents = await _agents(front, options)

@@ -143,7 +143,8 @@ def _aggregate(agent: str | None) -> Handler:
             metrics.add(name, fields)
         entries = metrics.aggregate()
         entry = entries[0] if entries else {"agent_metrics": {}, "key_metrics": {}, "group_level_metrics": []}
-        return web.json_response({key: entry[key] for key in ("group_level_metrics", "agent_metrics", "key_metrics")})
+        keys = ("group_level_metrics", "agent_metrics", "key_metrics")
+        return web.json_response({key: entry[key] for key in keys})
 
     return aggregate
 

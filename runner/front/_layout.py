@@ -101,10 +101,11 @@ class Layout:
         servers: list[FrontServer] = []
         try:
             for name, kind, implementation, instance in _instances(config):
+                at = (instance["host"], instance["port"])
                 if name == own:
-                    servers.insert(0, FrontServer(name, "front", "", bind(instance["host"], instance["port"])))
+                    servers.insert(0, FrontServer(name, "front", "", bind(*at)))
                 elif implementation == IMPLEMENTATION:
-                    servers.append(FrontServer(name, kind, name, bind(instance["host"], instance["port"])))
+                    servers.append(FrontServer(name, kind, name, bind(*at)))
         except BaseException:
             for server in servers:
                 server.sock.close()

@@ -58,7 +58,10 @@ def policy_of(config: dict[str, Any]) -> ModelOptions | None:
         return None
     joined = ",".join(urls) if isinstance(urls, list) else str(urls)
     return ModelOptions(
-        base_url=joined, model=config.get("policy_model_name"), api_key=config.get("policy_api_key"), api="vllm"
+        base_url=joined,
+        model=config.get("policy_model_name"),
+        api_key=config.get("policy_api_key"),
+        api="vllm",
     )
 
 
@@ -81,7 +84,8 @@ async def run_started_front(stop: asyncio.Event) -> None:
     )
     async with open_bus(None, name="gym-runner front (NeMo Gym)") as bus:
         logs = Path(entry.get("log_dir") or tempfile.gettempdir())
-        workers = WorkerProcesses(options, bus.url, logs / f"gymbus-front-{os.getpid()}.log", auth=bus.worker_auth())
+        log_file = logs / f"gymbus-front-{os.getpid()}.log"
+        workers = WorkerProcesses(options, bus.url, log_file, auth=bus.worker_auth())
         workers.start()
         try:
             names = [*functions, "policy"]

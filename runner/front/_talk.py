@@ -64,7 +64,8 @@ def conversation_lines(response: Response) -> list[tuple[str, str]]:
             lines.append(("tool call", f"{_text(item.name)}({_text(item.arguments)})"))
         elif kind == "function_call_output":
             output = item.output
-            lines.append(("tool output", output if isinstance(output, str) else msgspec.json.encode(output).decode()))
+            text = output if isinstance(output, str) else msgspec.json.encode(output).decode()
+            lines.append(("tool output", text))
         elif kind == "reasoning" and isinstance(item.summary, list):
             lines.append(("reasoning", " ".join(str(getattr(part, "text", "")) for part in item.summary)))
     return lines

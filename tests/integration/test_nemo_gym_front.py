@@ -81,7 +81,8 @@ def start_front(cluster: Cluster, *agents: str) -> tuple[subprocess.Popen[bytes]
 def rows(environment: str, count: int = PER_ENVIRONMENT) -> list[dict[str, Any]]:
     """The first `count` example rows of `environment`, naming its agent, as NeMo RL sends them."""
     lines = (EXAMPLES / f"{environment}.jsonl").read_text().splitlines()[:count]
-    return [{**json.loads(line), "agent_ref": {"name": AGENTS[environment]}, "_rowidx": i} for i, line in enumerate(lines)]
+    agent_ref = {"name": AGENTS[environment]}
+    return [{**json.loads(line), "agent_ref": agent_ref, "_rowidx": i} for i, line in enumerate(lines)]
 
 
 def write_rows(path: Path, items: list[dict[str, Any]]) -> Path:
@@ -174,7 +175,8 @@ def test_ng_collect_rollouts_writes_the_rows_and_rewards_gym_runner_collect_writ
         found = {}
         for line in path.read_text().splitlines():
             row = json.loads(line)
-            found[row["_ng_task_index"]] = (row["reward"], json.dumps(row["response"]["output"][-1]["content"]))
+            answer = json.dumps(row["response"]["output"][-1]["content"])
+            found[row["_ng_task_index"]] = (row["reward"], answer)
         return found
 
     assert by_task(ng_out) == by_task(ours) and len(by_task(ours)) == PER_ENVIRONMENT
@@ -186,8 +188,10 @@ def test_the_quickstart_client_and_gym_runner_talk_get_an_answer(
     client_python: Path, fronted: tuple[Cluster, int]
 ) -> None:
     cluster, port = fronted
-    client = client_python.parents[1].glob("lib/python3.*/site-packages/responses_api_agents/simple_agent/client.py")
-    out = nemo_gym(client_python, str(next(client)), "+head_server.host=127.0.0.1", f"+head_server.port={port}", cwd=cluster.workdir)
+    site = next(client_python.parents[1].glob("lib/python3.*/site-packages"))
+    client = site / "responses_api_agents" / "simple_agent" / "client.py"
+    head = ("+head_server.host=127.0.0.1", f"+head_server.port={port}")
+    out = nemo_gym(client_python, str(client), *head, cwd=cluster.workdir)
     output = json.loads(out[out.index("[") :])
     assert output[0]["type"] == "function_call" and output[0]["name"] == "get_weather"
     assert "weather" in output[-1]["content"][0]["text"].lower()
@@ -206,7 +210,8 @@ def test_a_reward_function_verifies_through_the_head_server(
 ) -> None:
     """As Unsloth's reward function: the resources server found by name, `/verify` posted."""
     cluster, port = fronted
-    rollout = post(server_port(port, f"{AGENTS[WEATHER]}_environment_server"), "/run", json.dumps(rows(WEATHER, 1)[0]).encode())[1]
+    run_at = server_port(port, f"{AGENTS[WEATHER]}_environment_server")
+    rollout = post(run_at, "/run", json.dumps(rows(WEATHER, 1)[0]).encode())[1]
     body = write_rows(cluster.workdir / "verify.json", [{k: v for k, v in rollout.items() if k != "reward"}])
     out = nemo_gym(client_python, str(CLIENTS), "verify", str(port), WEATHER, str(body), cwd=cluster.workdir)
     (verified,) = client_lines(out)
@@ -218,7 +223,8 @@ def test_a_failed_rollout_is_a_4xx_with_its_failure_row_and_an_unknown_tool_a_40
 ) -> None:
     _, port = fronted
     run_at = server_port(port, f"{AGENTS[WEATHER]}_environment_server")
-    status, body = post(run_at, "/run", json.dumps({"responses_create_params": {"input": 5}, "_rowidx": 7}).encode())
+    bad = {"responses_create_params": {"input": 5}, "_rowidx": 7}
+    status, body = post(run_at, "/run", json.dumps(bad).encode())
     assert status == 422 and body["_ng_failure_class"] == "invalid_input" and body["_rowidx"] == 7
     assert post(run_at, "/run", b"[1, 2]")[0] == 400
     status, body = post(server_port(port, WEATHER), "/no_such_tool", b"{}")
@@ -252,7 +258,8 @@ def test_a_killed_agent_worker_costs_a_redelivery_not_a_row(
                     time.sleep(0.1)
                 Cluster.kill(first)
                 time.sleep(1.0)  # its services' registrations lapse with its connection
-                status, body = post(server_port(port, f"{AGENTS[WEATHER]}_environment_server"), "/run", json.dumps(sent[0]).encode())
+                run_at = server_port(port, f"{AGENTS[WEATHER]}_environment_server")
+                status, body = post(run_at, "/run", json.dumps(sent[0]).encode())
                 assert status == 503 and "no worker serves" in body["error"]["message"]
                 cluster.start_worker(AGENTS[WEATHER])
                 out, err = collecting.communicate(timeout=300)
@@ -275,7 +282,8 @@ def linked_environments(venvs: Path, env: Path) -> None:
     """NeMo Gym's environment for each server NeMo Gym starts from the front's config, where
     NeMo Gym looks for it (`uv_venv_dir`): NeMo Gym 0.7.0 would build them with uv for
     Python 3.13.14, which this machine lacks; GymBus builds the same with its own resolver."""
-    for server in ("resources_servers/gymbus", "responses_api_agents/gymbus", "environment_servers/legacy_agent"):
+    servers = ("resources_servers/gymbus", "responses_api_agents/gymbus", "environment_servers/legacy_agent")
+    for server in servers:
         (venvs / server).mkdir(parents=True)
         (venvs / server / ".venv").symlink_to(env)
 
@@ -325,7 +333,7 @@ def test_nemo_rl_starts_gymbus_from_its_config_paths_and_gets_trainable_rollouts
              "temperature": 1.0, "top_p": 1.0}} for row in rows(WEATHER)]  # fmt: skip
     source = write_rows(tmp_path / "rows.jsonl", sent)
     environ = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
-    environ |= {"NEMO_GYM_EXTRA_ROOTS": str(NEMO_GYM_ROOT), "GYMBUS_RUNNER": RUNNER_SCRIPT, "PYTHONDONTWRITEBYTECODE": "1"}
+    environ |= {"NEMO_GYM_EXTRA_ROOTS": str(NEMO_GYM_ROOT), "GYMBUS_RUNNER": RUNNER_SCRIPT}
     done = subprocess.run(
         [str(client_python), str(CLIENTS), "start_and_run", str(tmp_path / "config.json"), str(source)],
         cwd=tmp_path, capture_output=True, text=True, timeout=540, env=environ,

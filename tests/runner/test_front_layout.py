@@ -66,12 +66,15 @@ def test_talk_offers_the_environments_tools_and_prints_each_turn() -> None:
 
 def test_started_by_nemo_gym_the_front_binds_the_ports_nemo_gym_gave_its_servers() -> None:
     ports = [free_port() for _ in range(4)]
+    def at(port: int, **more: object) -> dict[str, object]:
+        return {"host": "127.0.0.1", "port": port, **more}
+
     config = {
-        "head_server": {"host": "127.0.0.1", "port": 11000},
-        "gymbus_front": {"resources_servers": {"gymbus": {"host": "127.0.0.1", "port": ports[0], "serve": ["x"]}}},
-        "x_agent": {"responses_api_agents": {"gymbus": {"host": "127.0.0.1", "port": ports[1]}}},
-        "x": {"resources_servers": {"gymbus": {"host": "127.0.0.1", "port": ports[2]}}},
-        "x_environment_server": {"environment_servers": {"legacy_agent": {"host": "127.0.0.1", "port": ports[3]}}},
+        "head_server": at(11000),
+        "gymbus_front": {"resources_servers": {"gymbus": at(ports[0], serve=["x"])}},
+        "x_agent": {"responses_api_agents": {"gymbus": at(ports[1])}},
+        "x": {"resources_servers": {"gymbus": at(ports[2])}},
+        "x_environment_server": {"environment_servers": {"legacy_agent": at(ports[3])}},
         "policy_base_url": ["http://a/v1", "http://b/v1"],
     }
     layout = Layout.from_nemo_gym(config, "gymbus_front")

@@ -28,7 +28,7 @@ def main() -> None:
             signal.pause()
     runner = entry.get("gymbus_runner") or os.environ.get("GYMBUS_RUNNER") or shutil.which("gym-runner")
     if not runner:
-        sys.exit("gymbus: no gym-runner (set gymbus_runner in its config, or GYMBUS_RUNNER, or put it on PATH)")
+        sys.exit("gymbus: no gym-runner (set gymbus_runner in its config, GYMBUS_RUNNER, or PATH)")
     os.execv(runner, [runner, "front", "--from-nemo-gym"])
 
 
