@@ -28,6 +28,8 @@ from bench._cluster import RUNNER, Cluster
 from gymbus.functions.nemo_gym import requirements_of, virtual_env
 from gymbus.schemas import GymError
 from tests.fake_openai import FakeOpenAI, ServerThread, free_port
+from tests.integration.test_nemo_gym import built
+from tests.integration.test_nemo_gym import start_worker as start_nemo_gym_worker
 from tests.vllm_server import MODEL_NAME, VllmServer
 
 pytestmark = pytest.mark.timeout(600)
@@ -40,6 +42,7 @@ MARK = "NEMO-GYM-CLIENT\t"
 NEMO_GYM_ROOT = Path(__file__).resolve().parents[2] / "runner" / "front" / "nemo_gym_root"
 FRONT_CONFIG = NEMO_GYM_ROOT / "resources_servers" / "gymbus" / "configs" / "gymbus_front.yaml"
 WEATHER, MULTI_STEP = "example_single_tool_call", "example_multi_step"
+GYMNASIUM = "example_multi_turn_gymnasium"
 AGENTS = {WEATHER: f"{WEATHER}_simple_agent", MULTI_STEP: f"{MULTI_STEP}_simple_agent"}
 PER_ENVIRONMENT = 3
 
@@ -273,6 +276,24 @@ def test_a_killed_agent_worker_costs_a_redelivery_not_a_row(
             assert max(r["_gymbus"]["delivery"] for r in results) > 1  # redelivered after the kill
     finally:
         server.stop()
+
+
+def test_a_hosted_nemo_gym_agent_runs_through_the_front_too(client_python: Path, tmp_path: Path) -> None:
+    """NeMo Gym's own `gymnasium_agent`, hosted on the bus (`serve nemo-gym:...`): its rows
+    collected by `run_examples` through the front, as any GymBus agent's."""
+    (server,) = built([GYMNASIUM]).values()
+    agent = f"{GYMNASIUM}_agent"
+    with Cluster(tmp_path, ack_wait=3.0) as cluster:
+        start_nemo_gym_worker(cluster, f"nemo-gym:{GYMNASIUM}", "offline", log="hosted.log")
+        _, port = start_front(cluster, agent)
+        lines = (server / "data" / "example.jsonl").read_text().splitlines()[:3]
+        ref = {"name": agent}
+        sent = [{**json.loads(line), "agent_ref": ref, "_rowidx": i} for i, line in enumerate(lines)]
+        results = [pair["result"] for pair in run_examples(client_python, port, sent, tmp_path)]
+    assert sorted(r["_rowidx"] for r in results) == [0, 1, 2]
+    for result in results:
+        assert "_ng_failure_class" not in result and isinstance(result["reward"], float), result
+        assert result["_gymbus"]["delivery"] >= 1 and result["response"]["output"]
 
 
 # --- NeMo RL's way in: NeMo Gym starts GymBus from the trainer's config_paths ---
