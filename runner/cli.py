@@ -5,6 +5,7 @@
     prepare          preparation/_command.py
     check            checks/_command.py
     serve, status    serving/_command.py     (and `sync-adapters`, `nemo-gym install`)
+    front, talk      front/_command.py
     view             viewer/_command.py
     secure init      security/_command.py
     new-environment  scaffold/_command.py
@@ -41,6 +42,8 @@ _COMMANDS = {
     "prepare": ("preparation._command", "prepare_command"),
     "check": ("checks._command", "check_command"),
     "serve": ("serving._command", "serve_command"),
+    "front": ("front._command", "front_command"),
+    "talk": ("front._command", "talk_command"),
     "status": ("serving._command", "status_command"),
     "sync-adapters": ("serving._command", "sync_adapters_command"),
     "view": ("viewer._command", "view_command"),

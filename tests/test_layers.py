@@ -135,7 +135,7 @@ def test_no_package_imports_another_packages_private_module() -> None:
     assert {path: names for path, names in offenders.items() if names} == {}
 
 
-BUS_ROOMS = ("cluster", "wire", "security", "connection", "policy", "run", "hosting")
+BUS_ROOMS = ("cluster", "wire", "security", "connection", "policy", "run", "hosting", "front")
 
 
 def test_the_rooms_of_bus_import_only_the_rooms_below_them() -> None:

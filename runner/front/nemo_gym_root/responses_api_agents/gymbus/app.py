@@ -1,0 +1,1 @@
+../../resources_servers/gymbus/app.py

@@ -1,0 +1,368 @@
+"""NeMo Gym 0.7.0's own, unmodified client code against GymBus's front (`gym-runner front`):
+`RolloutCollectionHelper().run_examples`, `ng_collect_rollouts`, the quickstart's
+`simple_agent/client.py`, and an Unsloth-style `/verify` found through the head server.
+
+Real NeMo Gym client code in its Python 3.13 environment (`sh scripts/install-nemo-gym.sh`),
+a real nats-server, real `gym-runner serve` workers and a real `gym-runner front` process.
+Two environments: the weather one (one tool call) and `example_multi_step` (several).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench._cluster import RUNNER, Cluster
+from gymbus.functions.nemo_gym import requirements_of, virtual_env
+from gymbus.schemas import GymError
+from tests.fake_openai import FakeOpenAI, ServerThread, free_port
+from tests.integration.test_nemo_gym import built
+from tests.integration.test_nemo_gym import start_worker as start_nemo_gym_worker
+from tests.vllm_server import MODEL_NAME, VllmServer
+
+pytestmark = pytest.mark.timeout(600)
+
+RUNNER_SCRIPT = shutil.which("gym-runner", path=str(Path(sys.executable).parent)) or "gym-runner"
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+CLIENTS = Path(__file__).resolve().parents[1] / "nemo_gym_clients.py"
+MARK = "NEMO-GYM-CLIENT\t"
+NEMO_GYM_ROOT = Path(__file__).resolve().parents[2] / "runner" / "front" / "nemo_gym_root"
+FRONT_CONFIG = NEMO_GYM_ROOT / "resources_servers" / "gymbus" / "configs" / "gymbus_front.yaml"
+WEATHER, MULTI_STEP = "example_single_tool_call", "example_multi_step"
+GYMNASIUM = "example_multi_turn_gymnasium"
+AGENTS = {WEATHER: f"{WEATHER}_simple_agent", MULTI_STEP: f"{MULTI_STEP}_simple_agent"}
+PER_ENVIRONMENT = 3
+
+
+@pytest.fixture(scope="module")
+def client_python() -> Path:
+    """NeMo Gym 0.7.0's own environment (its client code in it); skipped where it cannot be
+    built, a failure in CI."""
+    try:
+        return virtual_env(requirements_of(None), "NeMo Gym's clients").python
+    except GymError as exc:
+        message = f"NeMo Gym unavailable (`sh scripts/install-nemo-gym.sh`): {exc}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (in CI this is a failure, not a skip)")
+        pytest.skip(message)
+
+
+def start_front(cluster: Cluster, *agents: str) -> tuple[subprocess.Popen[bytes], int]:
+    """A `gym-runner front` process; returns once its head server answers."""
+    port = free_port()
+    log = cluster.workdir / "front.log"
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            [*RUNNER, "front", *agents, "--port", str(port)],
+            env=cluster.env(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    cluster.processes.append(process)
+    deadline = time.monotonic() + 60
+    while True:
+        assert process.poll() is None, f"the front exited:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"the front did not start:\n{log.read_text()[-3000:]}"
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).close()
+            return process, port
+        except OSError:
+            time.sleep(0.2)
+
+
+def rows(environment: str, count: int = PER_ENVIRONMENT) -> list[dict[str, Any]]:
+    """The first `count` example rows of `environment`, naming its agent, as NeMo RL sends them."""
+    lines = (EXAMPLES / f"{environment}.jsonl").read_text().splitlines()[:count]
+    agent_ref = {"name": AGENTS[environment]}
+    return [{**json.loads(line), "agent_ref": agent_ref, "_rowidx": i} for i, line in enumerate(lines)]
+
+
+def write_rows(path: Path, items: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(item) + "\n" for item in items))
+    return path
+
+
+def nemo_gym(python: Path, *args: str, cwd: Path, timeout: float = 300) -> str:
+    """Run NeMo Gym's client code; its stdout."""
+    done = subprocess.run(
+        [str(python), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, f"{args[0]} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    return done.stdout
+
+
+def run_examples(python: Path, port: int, items: list[dict[str, Any]], work: Path) -> list[dict[str, Any]]:
+    source = write_rows(work / f"rows-{time.monotonic_ns()}.jsonl", items)
+    return client_lines(nemo_gym(python, str(CLIENTS), "run_examples", str(port), str(source), cwd=work))
+
+
+def client_lines(out: str) -> list[dict[str, Any]]:
+    """What `tests/nemo_gym_clients.py` printed, among what NeMo Gym prints."""
+    return [json.loads(line.split(MARK, 1)[1]) for line in out.splitlines() if line.startswith(MARK)]
+
+
+def post(port: int, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def server_port(head: int, name: str) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{head}/global_config_dict_yaml", timeout=10) as reply:
+        import yaml
+
+        config = yaml.safe_load(json.loads(reply.read()))
+    (instance,) = next(iter(config[name].values())).values()
+    return int(instance["port"])
+
+
+@pytest.fixture(scope="module")
+def fronted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, int]]:
+    """Workers for both environments, their agents and the offline policy; the front."""
+    with Cluster(tmp_path_factory.mktemp("front"), ack_wait=3.0) as cluster:
+        cluster.start_worker(WEATHER, AGENTS[WEATHER], MULTI_STEP, AGENTS[MULTI_STEP], "offline")
+        _, port = start_front(cluster, *AGENTS.values())
+        yield cluster, port
+
+
+def test_run_examples_collects_rewarded_rollouts_of_both_environments_on_gymbus_workers(
+    client_python: Path, fronted: tuple[Cluster, int]
+) -> None:
+    cluster, port = fronted
+    sent = rows(WEATHER) + rows(MULTI_STEP)
+    results = run_examples(client_python, port, sent, cluster.workdir)
+    assert len(results) == len(sent)
+    for pair in results:
+        row, result = pair["row"], pair["result"]
+        assert "_ng_failure_class" not in result, result
+        assert isinstance(result["reward"], float)
+        assert result["_rowidx"] == row["_rowidx"] and result["agent_ref"] == row["agent_ref"]
+        assert result["_gymbus"]["delivery"] >= 1  # stamped by the GymBus agent worker that ran it
+        kinds = [item.get("type", "message") for item in result["response"]["output"]]
+        assert "function_call" in kinds and "function_call_output" in kinds
+    for pair in results:  # multi-turn: a model turn after the tools' outputs, answering
+        kinds = [item.get("type", "message") for item in pair["result"]["response"]["output"]]
+        assert kinds.index("function_call_output") < len(kinds) - 1 and kinds[-1] == "message"
+
+
+def test_ng_collect_rollouts_writes_the_rows_and_rewards_gym_runner_collect_writes(
+    client_python: Path, fronted: tuple[Cluster, int]
+) -> None:
+    cluster, port = fronted
+    source = write_rows(cluster.workdir / "weather.jsonl", rows(WEATHER))
+    ng_out, ours = cluster.workdir / "ng" / "weather.jsonl", cluster.workdir / "ours" / "weather.jsonl"
+    nemo_gym(
+        client_python.parent / "ng_collect_rollouts",
+        f"+input_jsonl_fpath={source}", f"+output_jsonl_fpath={ng_out}",
+        "+head_server.host=127.0.0.1", f"+head_server.port={port}",
+        cwd=cluster.workdir,
+    )  # fmt: skip
+    assert cluster.collect(source, ours).wait(timeout=300) == 0
+
+    def by_task(path: Path) -> dict[int, tuple[float, str]]:
+        found = {}
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            answer = json.dumps(row["response"]["output"][-1]["content"])
+            found[row["_ng_task_index"]] = (row["reward"], answer)
+        return found
+
+    assert by_task(ng_out) == by_task(ours) and len(by_task(ours)) == PER_ENVIRONMENT
+    metrics = json.loads((ng_out.parent / "weather_aggregate_metrics.json").read_text())
+    assert "mean/reward" in json.dumps(metrics)
+
+
+def test_the_quickstart_client_and_gym_runner_talk_get_an_answer(
+    client_python: Path, fronted: tuple[Cluster, int]
+) -> None:
+    cluster, port = fronted
+    site = next(client_python.parents[1].glob("lib/python3.*/site-packages"))
+    client = site / "responses_api_agents" / "simple_agent" / "client.py"
+    head = ("+head_server.host=127.0.0.1", f"+head_server.port={port}")
+    out = nemo_gym(client_python, str(client), *head, cwd=cluster.workdir)
+    output = json.loads(out[out.index("[") :])
+    assert output[0]["type"] == "function_call" and output[0]["name"] == "get_weather"
+    assert "weather" in output[-1]["content"][0]["text"].lower()
+
+    talk = subprocess.run(
+        [*RUNNER, "talk", AGENTS[WEATHER], "what's it like in sf?"],
+        env=cluster.env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert talk.returncode == 0, talk.stderr
+    assert "tool call: get_weather(" in talk.stderr and "tool output:" in talk.stderr
+    assert "weather" in talk.stdout.lower()
+
+
+def test_a_reward_function_verifies_through_the_head_server(
+    client_python: Path, fronted: tuple[Cluster, int]
+) -> None:
+    """As Unsloth's reward function: the resources server found by name, `/verify` posted."""
+    cluster, port = fronted
+    run_at = server_port(port, f"{AGENTS[WEATHER]}_environment_server")
+    rollout = post(run_at, "/run", json.dumps(rows(WEATHER, 1)[0]).encode())[1]
+    body = write_rows(cluster.workdir / "verify.json", [{k: v for k, v in rollout.items() if k != "reward"}])
+    out = nemo_gym(client_python, str(CLIENTS), "verify", str(port), WEATHER, str(body), cwd=cluster.workdir)
+    (verified,) = client_lines(out)
+    assert verified["status"] == 200 and verified["body"]["reward"] == rollout["reward"]
+
+
+def test_a_failed_rollout_is_a_4xx_with_its_failure_row_and_an_unknown_tool_a_404(
+    fronted: tuple[Cluster, int],
+) -> None:
+    _, port = fronted
+    run_at = server_port(port, f"{AGENTS[WEATHER]}_environment_server")
+    bad = {"responses_create_params": {"input": 5}, "_rowidx": 7}
+    status, body = post(run_at, "/run", json.dumps(bad).encode())
+    assert status == 422 and body["_ng_failure_class"] == "invalid_input" and body["_rowidx"] == 7
+    assert post(run_at, "/run", b"[1, 2]")[0] == 400
+    status, body = post(server_port(port, WEATHER), "/no_such_tool", b"{}")
+    assert status == 404 and "no_such_tool" in body["error"]["message"]
+
+
+def test_a_killed_agent_worker_costs_a_redelivery_not_a_row(
+    client_python: Path, tmp_path: Path
+) -> None:
+    """Rollouts in flight on an agent worker that is killed come back, each once, from
+    another; while no worker serves the agent, a new `/run` is a 503."""
+    fake = FakeOpenAI(delay=1.0)
+    server = ServerThread(fake.app())
+    fake.url = server.start() + "/v1"
+    try:
+        with Cluster(tmp_path, ack_wait=3.0) as cluster:
+            model = ("--model-url", fake.url, "--model", "fake", "--model-api", "responses")
+            cluster.start_worker(WEATHER, "openai", model_args=model)
+            first = cluster.start_worker(AGENTS[WEATHER])
+            _, port = start_front(cluster, AGENTS[WEATHER])
+            sent = [{**row, "_rowidx": i} for i, row in enumerate(rows(WEATHER) * 3)]
+            source = write_rows(tmp_path / "rows.jsonl", sent)
+            collecting = subprocess.Popen(
+                [str(client_python), str(CLIENTS), "run_examples", str(port), str(source)],
+                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            try:
+                deadline = time.monotonic() + 120
+                while len(fake.requests) < 3:  # rollouts are in flight on the first worker
+                    assert collecting.poll() is None and time.monotonic() < deadline
+                    time.sleep(0.1)
+                Cluster.kill(first)
+                time.sleep(1.0)  # its services' registrations lapse with its connection
+                run_at = server_port(port, f"{AGENTS[WEATHER]}_environment_server")
+                status, body = post(run_at, "/run", json.dumps(sent[0]).encode())
+                assert status == 503 and "no worker serves" in body["error"]["message"]
+                cluster.start_worker(AGENTS[WEATHER])
+                out, err = collecting.communicate(timeout=300)
+            finally:
+                if collecting.poll() is None:
+                    collecting.kill()
+            assert collecting.returncode == 0, err[-3000:]
+            results = [line["result"] for line in client_lines(out)]
+            assert sorted(r["_rowidx"] for r in results) == list(range(len(sent)))
+            assert all("_ng_failure_class" not in r and isinstance(r["reward"], float) for r in results)
+            assert max(r["_gymbus"]["delivery"] for r in results) > 1  # redelivered after the kill
+    finally:
+        server.stop()
+
+
+def test_a_hosted_nemo_gym_agent_runs_through_the_front_too(client_python: Path, tmp_path: Path) -> None:
+    """NeMo Gym's own `gymnasium_agent`, hosted on the bus (`serve nemo-gym:...`): its rows
+    collected by `run_examples` through the front, as any GymBus agent's."""
+    (server,) = built([GYMNASIUM]).values()
+    agent = f"{GYMNASIUM}_agent"
+    with Cluster(tmp_path, ack_wait=3.0) as cluster:
+        start_nemo_gym_worker(cluster, f"nemo-gym:{GYMNASIUM}", "offline", log="hosted.log")
+        _, port = start_front(cluster, agent)
+        lines = (server / "data" / "example.jsonl").read_text().splitlines()[:3]
+        ref = {"name": agent}
+        sent = [{**json.loads(line), "agent_ref": ref, "_rowidx": i} for i, line in enumerate(lines)]
+        results = [pair["result"] for pair in run_examples(client_python, port, sent, tmp_path)]
+    assert sorted(r["_rowidx"] for r in results) == [0, 1, 2]
+    for result in results:
+        assert "_ng_failure_class" not in result and isinstance(result["reward"], float), result
+        assert result["_gymbus"]["delivery"] >= 1 and result["response"]["output"]
+
+
+# --- NeMo RL's way in: NeMo Gym starts GymBus from the trainer's config_paths ---
+
+
+def linked_environments(venvs: Path, env: Path) -> None:
+    """NeMo Gym's environment for each server NeMo Gym starts from the front's config, where
+    NeMo Gym looks for it (`uv_venv_dir`): NeMo Gym 0.7.0 would build them with uv for
+    Python 3.13.14, which this machine lacks; GymBus builds the same with its own resolver."""
+    servers = ("resources_servers/gymbus", "responses_api_agents/gymbus", "environment_servers/legacy_agent")
+    for server in servers:
+        (venvs / server).mkdir(parents=True)
+        (venvs / server / ".venv").symlink_to(env)
+
+
+def nemo_rl_checks(result: dict[str, Any]) -> int:
+    """NeMo RL's contract for one `/run` result (written from its description): every
+    trainable output item (non-empty `generation_token_ids`) has `prompt_token_ids` that
+    start with all earlier prompt and generation tokens of the rollout, and one finite
+    logprob per generated token; at least one item is trainable; a reward. Returns how many
+    model calls it trains on."""
+    assert isinstance(result["reward"], float)
+    seen: list[int] = []
+    trainable = 0
+    for item in result["response"]["output"]:
+        generated = item.get("generation_token_ids") or []
+        if not generated:
+            continue
+        prompt, logprobs = item["prompt_token_ids"], item["generation_log_probs"]
+        assert prompt[: len(seen)] == seen, "Non-contiguous messages found"
+        assert len(logprobs) == len(generated) and all(math.isfinite(lp) for lp in logprobs)
+        seen = prompt + generated
+        trainable += 1
+    assert trainable > 0, f"a result with no trainable item: {json.dumps(result['response'])[:3000]}"
+    return trainable
+
+
+def test_nemo_rl_starts_gymbus_from_its_config_paths_and_gets_trainable_rollouts_from_its_vllm(
+    client_python: Path, vllm_server: VllmServer, tmp_path: Path
+) -> None:
+    """`RunHelper().start` with a config dict shaped as NeMo RL's (GymBus's config among its
+    `config_paths`, its vLLM server as `policy_base_url`, the head server on a free port),
+    then `run_examples`: GymBus's front, workers and `vllm` model function come up from the
+    config, and every result passes NeMo RL's checks. The weather rows only: the tiny test
+    model's context is too short for `example_multi_step`'s prompts."""
+    linked_environments(tmp_path / "venvs", client_python.parents[1])
+    config = {
+        "config_paths": [str(FRONT_CONFIG)],
+        "policy_base_url": [vllm_server.url],
+        "policy_model_name": MODEL_NAME,
+        "policy_api_key": "dummy_key",
+        "head_server": {"host": "127.0.0.1", "port": free_port()},
+        "uv_venv_dir": str(tmp_path / "venvs"),
+        "skip_venv_if_present": True,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    sent = [{**row, "responses_create_params": {**row["responses_create_params"], "max_output_tokens": 16,
+             "temperature": 1.0, "top_p": 1.0}} for row in rows(WEATHER)]  # fmt: skip
+    source = write_rows(tmp_path / "rows.jsonl", sent)
+    environ = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    environ |= {"NEMO_GYM_EXTRA_ROOTS": str(NEMO_GYM_ROOT), "GYMBUS_RUNNER": RUNNER_SCRIPT}
+    done = subprocess.run(
+        [str(client_python), str(CLIENTS), "start_and_run", str(tmp_path / "config.json"), str(source)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=540, env=environ,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-5000:]}"
+    results = [line["result"] for line in client_lines(done.stdout)]
+    assert sorted(r["_rowidx"] for r in results) == sorted(row["_rowidx"] for row in sent)
+    for result in results:
+        assert "_ng_failure_class" not in result, result
+        assert result["_gymbus"]["delivery"] >= 1  # run by a GymBus agent worker
+        nemo_rl_checks(result)
