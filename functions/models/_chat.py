@@ -8,8 +8,9 @@ under `function` (`strict` is dropped, as NeMo Gym does), `max_output_tokens` be
 `max_tokens`, `reasoning.effort` `reasoning_effort`, `text.format` `response_format` (a JSON
 schema nested under `json_schema`) and `text.verbosity` `verbosity`, as NeMo Gym's own
 converter does; `temperature`, `top_p`, `tool_choice`, `parallel_tool_calls` and `user`
-keep their name. GymBus's own `prompt_cache_key` (a Responses routing hint) is not sent. Reasoning items are dropped (`reasoning="drop"`: hosted APIs take no
-reasoning input) or, for open models (`reasoning="think"`), written back as
+keep their name; GymBus's `prompt_cache_key` (a routing hint the vLLM adapter reads) is
+not sent. Reasoning items are dropped (`reasoning="drop"`: hosted APIs take no reasoning
+input) or, for open models (`reasoning="think"`), written back as
 `<think>...</think>` before the content of the assistant message that follows them, the
 way such models wrote it (their chat templates decide what to keep). A JSON-string
 `metadata.extra_body` is merged into the request, as NeMo Gym's vLLM adapter does: it
