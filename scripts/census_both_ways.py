@@ -8,8 +8,8 @@ recorded endpoint (`census_endpoint`), and what differs.
 2. NeMo Gym: `ng_run` with the server's config and a model config pointing at the endpoint
    (`census_nemo_gym`), `ng_collect_rollouts` on the first rows of its `data/example.jsonl`
    with the agent they name (else its config's first), then, where it has
-   `data/example_rollouts.jsonl`, `gym eval reverify --force` of those stored rollouts
-   (joined with their example rows by prompt, as materialized inputs).
+   `data/example_rollouts.jsonl` of its example rows, `gym eval reverify --force` of those
+   stored rollouts (joined with their example rows by prompt, as materialized inputs).
 
 Each side ends `works` (every row collected) or in the outcome its failure's text names
 (`classify`). Compared: per-row rewards (collected, by task index; re-verified, by line)
@@ -242,7 +242,9 @@ async def both_ways(
     if stored.exists():
         rollouts = _rows(_with_indices(stored, work / "stored.jsonl", result.agent), rows, work / "stored.jsonl")
         inputs = materialize(rollouts, example, work / "stored_materialized_inputs.jsonl", result.agent)
-        reverify = (rollouts, inputs)
+        # Stored rollouts of other rows than its examples (or of another shape) have no inputs
+        # to re-verify with, on either side.
+        reverify = (rollouts, inputs) if inputs.read_text().strip() else None
 
     # GymBus.
     recorder.log = work / "gymbus.requests.jsonl"

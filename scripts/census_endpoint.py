@@ -129,12 +129,23 @@ def _echoed(response: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]
     return response
 
 
+def _leaf(name: str, kind: str, schema: dict[str, Any]) -> Any:
+    """A schema's leaf value within its bounds (as a schema-following model answers)."""
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if kind == "string":
+        text = (name or "answer").replace("_", " ")
+        text = text * (1 + int(schema.get("minLength", 0)) // max(len(text), 1))
+        return text[: schema["maxLength"]] if "maxLength" in schema else text
+    return {"integer": 0, "number": 0.0, "boolean": False, "null": None}.get(kind, "")
+
+
 def _schema_answer(params: ResponsesCreateParams) -> Response | None:
     """A value of the JSON schema the request asks for, or `None` when it asks for none."""
     form = (params.text or {}).get("format") if isinstance(params.text, dict) else None
     if not isinstance(form, dict) or form.get("type") not in ("json_schema", "json_object"):
         return None
-    value = schema_instance(form.get("schema") or {"type": "object"})
+    value = schema_instance(form.get("schema") or {"type": "object"}, _leaf)
     text = json.dumps(value)
     item = Item(type="message", id="msg_schema", role="assistant", status="completed",
                 content=[ContentPart(type="output_text", text=text, annotations=[], logprobs=None)])  # fmt: skip

@@ -121,12 +121,23 @@ class OwnStack:
         self.process.wait()
 
     def _run(self, command: list[str], log: Path, timeout: float) -> int:
+        """Run `command` to its end in a process group of its own, then end what it left
+        running: `gym eval reverify` starts the config's servers and leaves them behind."""
         with open(log, "wb") as out:
+            process = subprocess.Popen(command, cwd=self.work, stdout=out, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
             try:
-                return subprocess.run(command, cwd=self.work, stdout=out, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, timeout=timeout).returncode  # fmt: skip
+                status = process.wait(timeout)
             except subprocess.TimeoutExpired:
-                return -1
+                status = -1
+            for sent in (signal.SIGINT, signal.SIGKILL):
+                try:
+                    os.killpg(process.pid, sent)
+                except ProcessLookupError:
+                    break
+                time.sleep(5 if sent == signal.SIGINT else 0)
+            process.wait()
+            return status
 
     def collect(self, agent: str, rows: Path, output: Path, timeout: float) -> int:
         """`ng_collect_rollouts` of `rows` with `agent`: its exit status."""
