@@ -155,13 +155,14 @@ class OwnStack:
 def materialize(rollouts: Path, example: Path, target: Path, agent: str) -> Path:
     """NeMo Gym's materialized inputs for stored `rollouts` of `example`'s rows: each rollout's
     example row (the one with its prompt) under the rollout's task and rollout index, as
-    `ng_collect_rollouts` would have written them beside the rollouts."""
+    `ng_collect_rollouts` would have written them beside the rollouts. `rollouts` keeps only
+    the rollouts of example rows: NeMo Gym's reverify stops at the first it cannot join."""
     by_prompt = {}
     for line in example.read_text().splitlines():
         if line.strip():
             row = json.loads(line)
             by_prompt[_prompt(row)] = row
-    rows = []
+    inputs, kept = [], []
     for number, line in enumerate(rollouts.read_text().splitlines()):
         if not line.strip():
             continue
@@ -171,8 +172,10 @@ def materialize(rollouts: Path, example: Path, target: Path, agent: str) -> Path
             indices = {"_ng_task_index": rollout.get("_ng_task_index", number),
                        "_ng_rollout_index": rollout.get("_ng_rollout_index", 0)}  # fmt: skip
             ref = {"agent_ref": {"type": "responses_api_agents", "name": agent}}
-            rows.append(json.dumps(row | indices | ref))
-    target.write_text("".join(line + "\n" for line in rows))
+            inputs.append(json.dumps(row | indices | ref))
+            kept.append(line)
+    target.write_text("".join(line + "\n" for line in inputs))
+    rollouts.write_text("".join(line + "\n" for line in kept))
     return target
 
 

@@ -80,8 +80,9 @@ def test_the_census_runs_nemo_gyms_own_stack_beside_gymbus_and_finds_no_differen
         assert row["requests"]["nemo_gym"] == row["requests"]["gymbus"] > 0, server
         for side in (row["nemo_gym"], row["gymbus"]):
             assert (side["rows"], side["ok"], side["failed"]) == (3, 3, 0), (server, side)
-    for server in ("iheval", "mcqa"):  # NeMo Gym's stored rollouts, re-verified by both
-        assert results[server]["nemo_gym"]["reverified"] == results[server]["gymbus"]["reverified"] == 3
+    # NeMo Gym's stored rollouts of its example rows (2 of iheval's first 3), re-verified by both.
+    for server, stored in (("iheval", 2), ("mcqa", 3)):
+        assert results[server]["nemo_gym"]["reverified"] == results[server]["gymbus"]["reverified"] == stored
     assert results["bbq"]["judges"] == ["bbq_judge_model"]  # served under its own name, both sides
     # The tables it ends with are the ones `--table` prints from the results file.
     table = subprocess.run([sys.executable, str(SCRIPT), "--table", str(out)], capture_output=True, text=True,
@@ -134,3 +135,31 @@ def test_the_tables_reasons_name_no_machines_folders() -> None:
     assert "/home/" not in short and "venvs" not in short
     assert "gymnasium-1-2.log" in short and "resources_servers/a/b.py: no class" in short
     assert "https://github.com/org/repo.git/ kept" in short  # an address is not a folder of this machine
+
+
+def test_requests_are_compared_field_by_field_but_for_gymbus_s_cache_key(tmp_path: Path) -> None:
+    census_module()  # puts the script's folder on the path
+    from census_both_ways import compare_requests
+
+    judge = {"messages": [{"role": "user", "content": "Grade."}], "seed": 42, "model": "bbq_judge_model",
+             "response_format": {"type": "json_schema", "json_schema": {"name": "v", "schema": {"type": "object"}}}}
+    policy = {"input": [{"role": "user", "content": "hi", "type": "message"}], "model": "policy", "top_p": None}
+
+    def log(name: str, *records: tuple[str, str, dict[str, object]]) -> Path:
+        lines = [json.dumps({"model": model, "api": api, "request": body}) for model, api, body in records]
+        (tmp_path / name).write_text("".join(line + "\n" for line in lines))
+        return tmp_path / name
+
+    theirs = log("theirs.jsonl", ("policy", "responses", policy), ("bbq_judge_model", "chat", judge))
+    # The same requests, spelled GymBus's way: no nulls, the cache key, the judge over Responses.
+    same = {"input": [{"role": "user", "content": "hi"}], "model": "policy", "prompt_cache_key": "s1"}
+    judged = {"input": [{"role": "user", "content": "Grade."}], "model": "j", "metadata": {"extra_body": '{"seed": 42}'},
+              "text": {"format": {"type": "json_schema", "name": "v", "schema": {"type": "object"}}}}
+    ours = log("ours.jsonl", ("policy", "responses", same), ("bbq_judge_model", "responses", judged))
+    assert compare_requests(ours, theirs) == ({"nemo_gym": 2, "gymbus": 2}, [])
+    # Without its seed, the judge's request differs, and says where.
+    unseeded = log("unseeded.jsonl", ("policy", "responses", same),
+                   ("bbq_judge_model", "chat", {k: v for k, v in judge.items() if k != "seed"}))
+    counts, differences = compare_requests(unseeded, theirs)
+    assert counts == {"nemo_gym": 2, "gymbus": 2}
+    assert differences == ['bbq_judge_model: .metadata: {"extra_body": "{\\"seed\\": 42}"} != null (NeMo Gym != GymBus)']
