@@ -5,11 +5,16 @@ Request: `instructions` becomes a leading system message, `developer` messages b
 `system`, `function_call` items become an assistant message's `tool_calls`,
 `function_call_output` items become `tool` messages, flat function tools are nested
 under `function` (`strict` is dropped, as NeMo Gym does), `max_output_tokens` becomes
-`max_tokens`. Reasoning items are dropped (`reasoning="drop"`: hosted APIs take no
-reasoning input) or, for open models (`reasoning="think"`), written back as
+`max_tokens`, `reasoning.effort` `reasoning_effort`, `text.format` `response_format` (a JSON
+schema nested under `json_schema`) and `text.verbosity` `verbosity`, as NeMo Gym's own
+converter does; `temperature`, `top_p`, `tool_choice`, `parallel_tool_calls` and `user`
+keep their name; GymBus's `prompt_cache_key` (a routing hint the vLLM adapter reads) is
+not sent. Reasoning items are dropped (`reasoning="drop"`: hosted APIs take no reasoning
+input) or, for open models (`reasoning="think"`), written back as
 `<think>...</think>` before the content of the assistant message that follows them, the
 way such models wrote it (their chat templates decide what to keep). A JSON-string
-`metadata.extra_body` is merged into the request, as NeMo Gym's vLLM adapter does.
+`metadata.extra_body` is merged into the request, as NeMo Gym's vLLM adapter does: it
+carries the Chat Completions fields Responses has no name for (`seed`, `stop`, ...).
 
 Response: `reasoning_content` (or `reasoning`, or a leading `<think>...</think>`)
 becomes a reasoning item, text content an assistant message, `tool_calls`
@@ -27,9 +32,11 @@ from typing import Any, Literal
 from msgspec import UNSET, Struct, UnsetType
 
 from gymbus.schemas import (
+    BadRequest,
     ContentPart,
     IncompleteDetails,
     Item,
+    Reasoning,
     Response,
     ResponsesCreateParams,
     SummaryPart,
@@ -43,6 +50,7 @@ __all__ = [
     "ChatUsage",
     "Choice",
     "TokenLogprob",
+    "EXTRA_BODY",
     "chat_messages",
     "chat_request",
     "chat_tools",
@@ -52,6 +60,9 @@ __all__ = [
     "response_from_parts",
 ]
 
+EXTRA_BODY = "extra_body"
+"""The `metadata` key whose JSON object is merged into a Chat Completions request."""
+_SAME_NAME = ("temperature", "top_p", "tool_choice", "parallel_tool_calls", "user")
 _THINK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
 
 
@@ -117,26 +128,44 @@ def chat_request(
     tools = chat_tools(params)
     if tools:
         request["tools"] = tools
-    for ours, theirs in (
-        ("max_output_tokens", "max_tokens"),
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("tool_choice", "tool_choice"),
-        ("parallel_tool_calls", "parallel_tool_calls"),
-    ):
-        value = getattr(params, ours)
+    if params.max_output_tokens is not UNSET and params.max_output_tokens is not None:
+        request["max_tokens"] = params.max_output_tokens
+    for name in _SAME_NAME:
+        value = getattr(params, name)
         if value is not UNSET and value is not None:
-            request[theirs] = value
+            request[name] = value
+    if isinstance(request.get("tool_choice"), dict) and "name" in request["tool_choice"]:
+        request["tool_choice"] = {"type": "function", "function": {"name": request["tool_choice"]["name"]}}
+    if isinstance(params.reasoning, Reasoning) and isinstance(params.reasoning.effort, str):
+        request["reasoning_effort"] = params.reasoning.effort
+    request |= _text_options(params)
     extra = _extra_body(params)
     if extra:
         request["extra_body"] = extra
     return request
 
 
+def _text_options(params: ResponsesCreateParams) -> dict[str, Any]:
+    """`response_format` and `verbosity` for the request's `text`, as NeMo Gym converts them."""
+    text = params.text if isinstance(params.text, dict) else {}
+    options: dict[str, Any] = {}
+    form = text.get("format")
+    if isinstance(form, dict) and form.get("type") == "json_schema":
+        schema = {key: form[key] for key in ("name", "schema", "strict", "description") if form.get(key) is not None}
+        options["response_format"] = {"type": "json_schema", "json_schema": schema}
+    elif isinstance(form, dict) and form.get("type") == "json_object":
+        options["response_format"] = {"type": "json_object"}
+    elif isinstance(form, dict) and form.get("type") not in (None, "text"):
+        raise BadRequest(f"the request's text.format type {form.get('type')!r} has no Chat Completions form")
+    if text.get("verbosity") is not None:
+        options["verbosity"] = text["verbosity"]
+    return options
+
+
 def _extra_body(params: ResponsesCreateParams) -> dict[str, Any]:
     metadata = params.metadata if isinstance(params.metadata, dict) else {}
     try:
-        extra = json.loads(metadata.get("extra_body", "{}"))
+        extra = json.loads(metadata.get(EXTRA_BODY, "{}"))
     except ValueError:
         return {}
     return extra if isinstance(extra, dict) else {}

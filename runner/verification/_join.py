@@ -19,9 +19,14 @@ reverify` pairs each rollout with the materialized input row of the same
 3. Otherwise the rollout is not verified: its failure row names its file and line, and
    why (`_ng_failure_class: unmatched_input`); NeMo Gym stops the whole run there instead.
 
-The joined row is the rollout's fields with the input row's fields set over them: the
-input row wins, as in NeMo Gym, except for `response` (the rollout's, always) and
-`reward` (the rollout's stored reward, which the new one is compared with).
+The verify request is built as NeMo Gym 0.7.0's `gym eval reverify` builds it: the input
+row, the rollout's `response`, and of the rollout's other fields only those a verifier
+reads from the rollout itself (`deliverables_dir`, `reference_ids`). What the server's
+verify added to the stored rollout (`reward`, and extras such as iheval's `strict`,
+`loose`, `prompt_strict`) is not sent back: a server that spreads its request into its
+reply would be given the same keyword twice. GymBus's bookkeeping (`agent_ref`,
+`_ng_task_index`, `_ng_rollout_index`) comes from the rollout where the input row has
+none. The rollout's stored `reward` is kept beside the request, to compare the new one with.
 
 The inputs file is scanned once; only the byte ranges of its rows are kept in memory, and
 a row is read back when a rollout joins it. A line that is not a JSON object with
@@ -39,7 +44,16 @@ from typing import Any, Self
 import msgspec
 from msgspec import Struct
 
-from gymbus.schemas import RESPONSE, REWARD, ROLLOUT_INDEX, TASK_INDEX, InputError, RolloutFailed, row_fields
+from gymbus.schemas import (
+    AGENT_REF,
+    RESPONSE,
+    REWARD,
+    ROLLOUT_INDEX,
+    TASK_INDEX,
+    InputError,
+    RolloutFailed,
+    row_fields,
+)
 
 __all__ = ["UNMATCHED", "InputIndex", "JoinTally"]
 
@@ -47,7 +61,10 @@ UNMATCHED = "unmatched_input"
 """The failure class of a rollout that no input row joins."""
 NOTED_LINES = 5
 """Skipped input lines named in the tally; the count covers them all."""
-_ROLLOUT_ONLY = (RESPONSE, REWARD)
+_FROM_ROLLOUT = (RESPONSE, "deliverables_dir", "reference_ids")
+"""The rollout's fields in the verify request, over the input row's (NeMo Gym's rule)."""
+_BOOKKEEPING = (AGENT_REF, TASK_INDEX, ROLLOUT_INDEX)
+"""The rollout's fields in the verify request where the input row lacks them."""
 
 
 class _Keys(Struct, gc=False):
@@ -194,21 +211,23 @@ class InputIndex:
         if len(self.tally.noted_lines) < NOTED_LINES:
             self.tally.noted_lines.append(number)
 
-    def join(self, line: bytes, path: str, number: int) -> bytes:
-        """The rollout `line` with its input row's fields set over it (see the module
+    def join(self, line: bytes, path: str, number: int) -> tuple[bytes, msgspec.Raw | None]:
+        """The verify request for the rollout `line` and its stored reward (see the module
         docstring). `InputError` for a line that is not a JSON object;
         `RolloutFailed(UNMATCHED)` when no input row joins it."""
         keys = _keys(line)
         try:
-            fields = row_fields(line)
+            rollout = row_fields(line)
         except msgspec.DecodeError as exc:
             raise InputError(f"not a JSON object ({exc})", path=path, line=number) from None
         span = self._match(keys or _Keys(), path, number)
-        joined = row_fields(os.pread(self._fd, span.length, span.offset))
-        for name in _ROLLOUT_ONLY:
-            joined.pop(name, None)
-        fields.update(joined)
-        return msgspec.json.encode(fields)
+        request = row_fields(os.pread(self._fd, span.length, span.offset))
+        request.pop(REWARD, None)
+        for name in _BOOKKEEPING:
+            if name not in request and name in rollout:
+                request[name] = rollout[name]
+        request |= {name: rollout[name] for name in _FROM_ROLLOUT if name in rollout}
+        return msgspec.json.encode(request), rollout.get(REWARD)
 
     def _match(self, keys: _Keys, path: str, number: int) -> _Span:
         key = _key(keys.task_index, keys.rollout_index)

@@ -53,6 +53,7 @@ __all__ = [
     "agrees",
     "read_stored",
     "rescored_row",
+    "stored_reward",
     "unverified_row",
     "verify_error",
 ]
@@ -108,10 +109,15 @@ def read_stored(
         body=line,
         agent=agent,
         environment=known[agent].environment,
-        reward=_number(row.fields.get(REWARD), _reward_decoder),
+        reward=stored_reward(row.fields.get(REWARD)),
         task_index=_number(row.fields.get(TASK_INDEX), _index_decoder),
         rollout_index=_number(row.fields.get(ROLLOUT_INDEX), _index_decoder),
     )
+
+
+def stored_reward(raw: msgspec.Raw | None) -> float | None:
+    """A stored `reward` field's number, or `None` when it is missing or not a number."""
+    return _number(raw, _reward_decoder)
 
 
 def _agent(agent: str | None, path: str, number: int, known: Mapping[str, Agent]) -> str:

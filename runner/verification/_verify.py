@@ -36,7 +36,7 @@ import json
 import time
 from collections import Counter, deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import msgspec
@@ -71,7 +71,16 @@ from .._output import JsonlWriter, OutputPaths, sidecar
 from .._progress import ProgressView
 from .._workers import WorkerProcesses, start_workers
 from ._join import InputIndex, JoinTally
-from ._rescore import Disagreement, Stored, agrees, read_stored, rescored_row, unverified_row, verify_error
+from ._rescore import (
+    Disagreement,
+    Stored,
+    agrees,
+    read_stored,
+    rescored_row,
+    stored_reward,
+    unverified_row,
+    verify_error,
+)
 
 __all__ = ["VerifyOptions", "VerifyPaths", "VerifyReport", "verify_rollouts"]
 
@@ -303,8 +312,12 @@ async def _verify_all(
 async def _verify_row(verification: _Verification, line: bytes, path: str, number: int) -> _Verified | _Failed:
     """One row's verdict, or why it has none. Raises only if the bus itself is gone."""
     try:
-        body = verification.inputs.join(line, path, number) if verification.inputs is not None else line
-        stored = read_stored(body, path, number, verification.options.agent, verification.known)
+        if verification.inputs is None:
+            stored = read_stored(line, path, number, verification.options.agent, verification.known)
+        else:
+            request, kept = verification.inputs.join(line, path, number)
+            stored = read_stored(request, path, number, verification.options.agent, verification.known)
+            stored = replace(stored, reward=stored_reward(kept))
     except InputError as exc:
         return _failed(line, number, "invalid_input", str(exc))
     except RolloutFailed as exc:

@@ -13,11 +13,15 @@ from typing import Any
 import aiohttp
 import pytest
 
+from gymbus.functions.models._chat import chat_request
+from gymbus.functions.models.openai_model import responses_body
+from gymbus.functions.nemo_gym._chat import params_from_chat
 from gymbus.functions.nemo_gym._replay import model_turns
 from gymbus.functions.nemo_gym._resources_shim import ResourcesShim
 from gymbus.functions.nemo_gym._rollouts import Rollouts, tag, take_field, untag
 from gymbus.functions.nemo_gym._shim import ModelShims
 from gymbus.schemas import (
+    BadRequest,
     ContentPart,
     Item,
     NoResponders,
@@ -137,6 +141,50 @@ async def test_chat_completions_reach_the_model_as_responses_and_come_back_as_a_
     assert said["object"] == "chat.completion" and said["choices"][0]["finish_reason"] == "stop"
     assert input_items(params)[3].output == "yes"
     assert said["choices"][0]["message"]["content"].startswith("Judge. | Is it?")
+
+
+# A judge's Chat Completions request as `bbq` sends it (NeMo Gym 0.7.0): a strict JSON schema
+# for the answer and a fixed seed, which its calibration depends on.
+BBQ_JUDGE = {
+    "messages": [{"role": "user", "content": "Classify the answer."}],
+    "temperature": 0.0,
+    "seed": 42,
+    "max_tokens": 4096,
+    "stop": ["</json>"],
+    "response_format": {"type": "json_schema", "json_schema": {
+        "name": "bbq_answer_v1", "strict": True,
+        "schema": {"type": "object", "properties": {"label": {"enum": ["correct_answer", "incorrect_answer"]}},
+                   "required": ["label"], "additionalProperties": False},
+    }},
+}  # fmt: skip
+
+
+def test_every_field_of_a_judges_chat_request_reaches_a_chat_endpoint_as_it_was_sent() -> None:
+    params = params_from_chat(BBQ_JUDGE)
+    form = BBQ_JUDGE["response_format"]["json_schema"]  # type: ignore[index]
+    assert params.text == {"format": {"type": "json_schema", **form}}  # Responses' flat form
+    assert json.loads(params.metadata["extra_body"]) == {"seed": 42, "stop": ["</json>"]}  # type: ignore[index]
+    # What GymBus's chat adapters (openai with api=chat, vllm) send to the endpoint.
+    sent = chat_request(params, "judge")
+    sent |= sent.pop("extra_body")
+    assert sent == {**BBQ_JUDGE, "model": "judge"}
+    # A Responses endpoint gets the schema as Responses names it.
+    assert responses_body(params, "judge")["text"]["format"]["schema"] == form["schema"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("n", 2, "n=2"),
+        ("stream", True, "stream"),
+        ("audio", {"voice": "alloy"}, "audio"),
+        ("functions", [], "'functions'"),
+        ("response_format", {"type": "grammar"}, "'grammar'"),
+    ],
+)
+def test_a_chat_field_that_cannot_be_carried_is_refused_by_name(field: str, value: Any, said: str) -> None:
+    with pytest.raises(BadRequest, match=said):
+        params_from_chat({**BBQ_JUDGE, field: value})
 
 
 async def test_a_tagged_model_call_is_its_rollouts_and_keeps_the_token_ids(http: aiohttp.ClientSession) -> None:

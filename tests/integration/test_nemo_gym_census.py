@@ -25,10 +25,21 @@ from gymbus.schemas import GymError
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "nemo_gym_census.py"
-MEASURED = {
-    "example_single_tool_call": ("works", "reverify"),  # its stored rollouts verify again
-    "example_multi_turn_gymnasium": ("works", "collect"),  # its rows, by NeMo Gym's gymnasium_agent
-    "verifif": ("needs a judge model", "reverify"),  # the offline policy judged: rewards differ
+LIST = Path(__file__).with_name("nemo_gym_servers.txt")
+BUILT = {line.split()[0] for line in LIST.read_text().splitlines() if line.strip() and not line.startswith("#")}
+"""The servers scripts/install-nemo-gym.sh builds (CI among them)."""
+EXPECTED = {
+    # Both sides run them alike; where both fail, for the same reason.
+    "bbq": "works on both",  # its judge's JSON schema and seed reach the endpoint from both sides
+    "iheval": "works on both",  # collected, and NeMo Gym's own rollouts re-verified
+    "mcqa": "works on both",  # its stored rollouts re-verified by both, row 3 included
+    "workplace_assistant": "works on both",
+    "math_advanced_calculations": "works on both",
+    "grl_sokoban": "works on both",
+    "math_with_judge": "works on both",  # judged by the policy model, by name
+    "verifif": "works on both",  # judged with Chat Completions at the policy's URL
+    "example_single_tool_call": "works on both",
+    "example_multi_turn_gymnasium": "works on both",  # its own NeMo Gym agent, hosted
 }
 
 
@@ -43,10 +54,11 @@ def census_module() -> ModuleType:
     return sys.modules["nemo_gym_census"]
 
 
-@pytest.mark.timeout(900)
-def test_the_census_measures_servers_as_a_user_runs_them_and_prints_their_table(tmp_path: Path) -> None:
+@pytest.mark.timeout(5400)
+def test_the_census_runs_nemo_gyms_own_stack_beside_gymbus_and_finds_no_difference(tmp_path: Path) -> None:
+    assert set(EXPECTED) <= BUILT, set(EXPECTED) - BUILT
     try:
-        for server in MEASURED:
+        for server in EXPECTED:
             prepare(server)
     except GymError as exc:
         message = f"NeMo Gym servers unavailable (`sh scripts/install-nemo-gym.sh`): {exc}"
@@ -55,33 +67,37 @@ def test_the_census_measures_servers_as_a_user_runs_them_and_prints_their_table(
         pytest.skip(message)
     out = tmp_path / "census.jsonl"
     run = subprocess.run(
-        [sys.executable, str(SCRIPT), "--out", str(out), "--rows", "3", "--servers", *MEASURED],
-        capture_output=True, text=True, timeout=800, cwd=tmp_path,
+        [sys.executable, str(SCRIPT), "--out", str(out), "--rows", "3", "--servers", *EXPECTED],
+        capture_output=True, text=True, timeout=5200, cwd=tmp_path,
     )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
     results = {row["server"]: row for row in map(json.loads, out.read_text().splitlines())}
-    assert {server: (row["outcome"], row["mode"]) for server, row in results.items()} == MEASURED, results
-    assert results["example_single_tool_call"]["why"] == "3/3 stored rewards reproduced"
-    gymnasium = results["example_multi_turn_gymnasium"]
-    assert (gymnasium["rows"], gymnasium["agreed"], gymnasium["failed"]) == (3, 3, 0)
-    hosted = "gymnasium_agent: NeMo Gym's, hosted"
-    assert gymnasium["agents"] == {"example_multi_turn_gymnasium_agent": hosted}
-    assert results["verifif"]["judge_calls"] > 0 and "the offline policy judged" in results["verifif"]["why"]
-    # The table it ends with is the one `--table` prints from the results file.
+    # Every difference is listed, and the run fails on any.
+    assert run.returncode == 0, run.stderr[-5000:]
+    assert "difference:" not in run.stderr
+    assert {server: row["klass"] for server, row in results.items()} == EXPECTED, run.stdout[-5000:]
+    for server, row in results.items():
+        assert row["reward_mismatches"] == [] and row["request_mismatches"] == [], server
+        assert row["requests"]["nemo_gym"] == row["requests"]["gymbus"] > 0, server
+        for side in (row["nemo_gym"], row["gymbus"]):
+            assert (side["rows"], side["ok"], side["failed"]) == (3, 3, 0), (server, side)
+    # NeMo Gym's stored rollouts of its example rows (2 of iheval's first 3), re-verified by both.
+    for server, stored in (("iheval", 2), ("mcqa", 3)):
+        assert results[server]["nemo_gym"]["reverified"] == results[server]["gymbus"]["reverified"] == stored
+    assert results["bbq"]["judges"] == ["bbq_judge_model"]  # served under its own name, both sides
+    # The tables it ends with are the ones `--table` prints from the results file.
     table = subprocess.run([sys.executable, str(SCRIPT), "--table", str(out)], capture_output=True, text=True,
                            timeout=120, check=True).stdout  # fmt: skip
     assert table.strip() in run.stdout
     lines = table.strip().splitlines()
-    assert lines[0] == "| outcome | servers (3) |"
-    assert lines[2] == "| works (2) | `example_multi_turn_gymnasium` · `example_single_tool_call` |"
-    assert lines[3].startswith("| needs a judge model (1) | `verifif` (the offline policy judged: ")
+    assert lines[0] == f"| class | servers ({len(EXPECTED)}) |"
+    assert lines[4] == "| works on NeMo Gym only (0) | - |"
     # A second run resumes: what was measured is kept, not measured again.
     again = subprocess.run(
-        [sys.executable, str(SCRIPT), "--out", str(out), "--servers", *MEASURED],
+        [sys.executable, str(SCRIPT), "--out", str(out), "--servers", *EXPECTED],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )  # fmt: skip
     assert again.returncode == 0 and "measuring 0 servers" in again.stdout, again.stderr[-3000:]
-    assert len(out.read_text().splitlines()) == len(MEASURED)
+    assert len(out.read_text().splitlines()) == len(EXPECTED)
 
 
 # --- how a failure is read ---
@@ -119,3 +135,31 @@ def test_the_tables_reasons_name_no_machines_folders() -> None:
     assert "/home/" not in short and "venvs" not in short
     assert "gymnasium-1-2.log" in short and "resources_servers/a/b.py: no class" in short
     assert "https://github.com/org/repo.git/ kept" in short  # an address is not a folder of this machine
+
+
+def test_requests_are_compared_field_by_field_but_for_gymbus_s_cache_key(tmp_path: Path) -> None:
+    census_module()  # puts the script's folder on the path
+    from census_both_ways import compare_requests
+
+    judge = {"messages": [{"role": "user", "content": "Grade."}], "seed": 42, "model": "bbq_judge_model",
+             "response_format": {"type": "json_schema", "json_schema": {"name": "v", "schema": {"type": "object"}}}}
+    policy = {"input": [{"role": "user", "content": "hi", "type": "message"}], "model": "policy", "top_p": None}
+
+    def log(name: str, *records: tuple[str, str, dict[str, object]]) -> Path:
+        lines = [json.dumps({"model": model, "api": api, "request": body}) for model, api, body in records]
+        (tmp_path / name).write_text("".join(line + "\n" for line in lines))
+        return tmp_path / name
+
+    theirs = log("theirs.jsonl", ("policy", "responses", policy), ("bbq_judge_model", "chat", judge))
+    # The same requests, spelled GymBus's way: no nulls, the cache key, the judge over Responses.
+    same = {"input": [{"role": "user", "content": "hi"}], "model": "policy", "prompt_cache_key": "s1"}
+    judged = {"input": [{"role": "user", "content": "Grade."}], "model": "j", "metadata": {"extra_body": '{"seed": 42}'},
+              "text": {"format": {"type": "json_schema", "name": "v", "schema": {"type": "object"}}}}
+    ours = log("ours.jsonl", ("policy", "responses", same), ("bbq_judge_model", "responses", judged))
+    assert compare_requests(ours, theirs) == ({"nemo_gym": 2, "gymbus": 2}, [])
+    # Without its seed, the judge's request differs, and says where.
+    unseeded = log("unseeded.jsonl", ("policy", "responses", same),
+                   ("bbq_judge_model", "chat", {k: v for k, v in judge.items() if k != "seed"}))
+    counts, differences = compare_requests(unseeded, theirs)
+    assert counts == {"nemo_gym": 2, "gymbus": 2}
+    assert differences == ['bbq_judge_model: .metadata: {"extra_body": "{\\"seed\\": 42}"} != null (NeMo Gym != GymBus)']

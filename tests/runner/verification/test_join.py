@@ -76,8 +76,11 @@ def build() -> Iterator[Callable[[Path], InputIndex]]:
 
 
 def joined(index: InputIndex, line: bytes, number: int = 1) -> dict[str, Any]:
-    decoded: dict[str, Any] = json.loads(index.join(line, "rollouts.jsonl", number))
-    return decoded
+    """The verify request, with the stored reward beside it as `reward`."""
+    request, reward = index.join(line, "rollouts.jsonl", number)
+    decoded: dict[str, Any] = json.loads(request)
+    assert "reward" not in decoded  # never sent back to the verifier
+    return decoded | ({"reward": json.loads(bytes(reward))} if reward is not None else {})
 
 
 def test_a_rollout_joins_the_input_row_of_its_task_and_rollout_index(materialized: Path) -> None:
@@ -87,8 +90,25 @@ def test_a_rollout_joins_the_input_row_of_its_task_and_rollout_index(materialize
     assert row["expected_answer"] == "B"  # the input row's fields win over the rollout's
     assert (row["_ng_task_index"], row["_ng_rollout_index"]) == (1, 1)
     assert (row["response"], row["reward"]) == (RESPONSE, 0.0)  # the rollout's, always
+    assert row["responses_create_params"]["input"][0] == {"role": "user", "content": "Is 3 even?"}
     assert (index.tally.by_key, index.tally.by_prompt, index.tally.input_rows) == (1, 0, 4)
     assert index.agents == {"mcqa_simple_agent"}
+
+
+def test_what_the_servers_verify_added_to_a_rollout_is_not_sent_back(
+    tmp_path: Path, build: Callable[[Path], InputIndex]
+) -> None:
+    """As NeMo Gym 0.7.0's `gym eval reverify` builds the request: the input row, the rollout's
+    response and the verifier's own inputs from the rollout; iheval's verify spreads its
+    request into its reply, so a stored `strict` sent back is a duplicate keyword."""
+    inputs = write(tmp_path / "example.jsonl", [task("Is 2 even?", "A", None, None)])
+    stored = json.loads(rollout("Is 2 even?", 0.75, task_index=0, rollout_index=0))
+    stored |= {"strict": 1.0, "loose": 0.5, "prompt_strict": 1.0, "correct": True, "generation": "A"}
+    stored |= {"deliverables_dir": "out/0", "reference_ids": [3]}
+    row = joined(build(inputs), json.dumps(stored).encode())
+    assert sorted(row) == sorted([*task("Is 2 even?", "A", 0, 0), "response", "reward", "deliverables_dir",
+                                  "reference_ids"])  # fmt: skip
+    assert (row["_ng_task_index"], row["reward"], row["reference_ids"]) == (0, 0.75, [3])
 
 
 def test_a_rollout_without_indices_joins_by_its_prompt(
@@ -114,7 +134,7 @@ def test_a_prompt_shared_by_different_tasks_joins_nothing(
     with pytest.raises(
         RolloutFailed, match=r"^rollouts.jsonl:5: its prompt is that of several tasks in in.jsonl"
     ) as e:
-        index.join(rollout("Same?", 1.0), "rollouts.jsonl", 5)
+        joined(index, rollout("Same?", 1.0), 5)
     assert e.value.failure_class == UNMATCHED
     assert joined(index, rollout("Same?", 1.0, task_index=1, rollout_index=1))["expected_answer"] == "B"
 

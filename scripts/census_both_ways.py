@@ -1,0 +1,360 @@
+"""One server, both ways: NeMo Gym's own stack and GymBus on the same rows, against the same
+recorded endpoint (`census_endpoint`), and what differs.
+
+1. GymBus: `gym-runner serve nemo-gym:<server>` beside the endpoint served on the bus under
+   the same names (the `openai` adapter: the policy over the Responses API, each judge
+   over Chat Completions), `collect` of the same rows with the same agent, `verify --inputs`
+   of the same stored rollouts with the same materialized inputs.
+2. NeMo Gym: `ng_run` with the server's config and a model config pointing at the endpoint
+   (`census_nemo_gym`), `ng_collect_rollouts` on the first rows of its `data/example.jsonl`
+   with the agent they name (else its config's first), then, where it has
+   `data/example_rollouts.jsonl` of its example rows, `gym eval reverify --force` of those
+   stored rollouts (joined with their example rows by prompt, as materialized inputs).
+
+Each side ends `works` (every row collected) or in the outcome its failure's text names
+(`classify`). Compared: per-row rewards (collected, by task index; re-verified, by line)
+and the requests each side sent the endpoint, as a multiset per model name, in the
+endpoint's canonical form. The server's class says whose problem it is: `works on both`,
+`works on GymBus only`, `works on NeMo Gym only` (a GymBus bug, always), or `fails on
+both` with the shared reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from census_endpoint import Recorder, canonical
+from census_nemo_gym import POLICY, OwnStack, materialize
+
+from gymbus import bus
+from gymbus.functions import ModelOptions
+from gymbus.functions.models import MODELS
+from gymbus.functions.nemo_gym import OWN_AGENTS, locate, prepare
+from gymbus.functions.nemo_gym._config import read_config
+from gymbus.runner import CollectOptions, VerifyOptions, collect, verify_rollouts
+from gymbus.schemas import GymError
+
+CLASSES = ("works on both", "works on GymBus only", "works on NeMo Gym only", "fails on both")
+REWARD_TOLERANCE = 1e-6
+
+
+@dataclass
+class Side:
+    """What one side did with the server's rows."""
+
+    outcome: str = "fails"
+    why: str = ""
+    rows: int = 0
+    ok: int = 0
+    failed: int = 0
+    rewards: dict[str, float | None] = field(default_factory=dict)
+    """Collected rows' rewards by task index; re-verified ones' by `r<line>`."""
+    reverified: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class BothWays:
+    server: str
+    klass: str = "fails on both"
+    why: str = ""
+    agent: str = ""
+    judges: list[str] = field(default_factory=list)
+    nemo_gym: Side = field(default_factory=Side)
+    gymbus: Side = field(default_factory=Side)
+    reward_mismatches: list[str] = field(default_factory=list)
+    request_mismatches: list[str] = field(default_factory=list)
+    requests: dict[str, int] = field(default_factory=dict)
+    """How many requests each side sent the endpoint."""
+    seconds: float = 0.0
+
+
+def _rows(path: Path, count: int, target: Path) -> Path:
+    lines = [line for line in path.read_text().splitlines() if line.strip()][:count]
+    target.write_text("".join(line + "\n" for line in lines))
+    return target
+
+
+def _agent(server: Any, example: Path) -> str:
+    for line in example.read_text().splitlines():
+        ref = json.loads(line).get("agent_ref") or {} if line.strip() else {}
+        if isinstance(ref, dict) and ref.get("name") in {agent.name for agent in server.agents}:
+            return str(ref["name"])
+    return str(server.agents[0].name)
+
+
+def _collected(output: Path) -> dict[str, float | None]:
+    rewards: dict[str, float | None] = {}
+    if output.exists():
+        for line in output.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                rewards[f"{row.get('_ng_task_index')}"] = row.get("reward")
+    return rewards
+
+
+def _reverified(output: Path, stored: Path) -> dict[str, float | None]:
+    """Re-verified rewards by the line of the stored rollout (matched by task index)."""
+    lines = {}
+    for number, line in enumerate(stored.read_text().splitlines(), 1):
+        if line.strip():
+            row = json.loads(line)
+            lines[(row.get("_ng_task_index"), row.get("_ng_rollout_index"))] = number
+    rewards: dict[str, float | None] = {}
+    if output.exists():
+        for line in output.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                number = lines.get((row.get("_ng_task_index"), row.get("_ng_rollout_index")))
+                rewards[f"r{number}"] = row.get("reward")
+    return rewards
+
+
+def _failure_reason(*files: Path) -> str:
+    for path in files:
+        if path.exists():
+            for line in path.read_text(errors="replace").splitlines():
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                message = row.get("_ng_failure_message") or row.get("failure_message") or row.get("error")
+                if message:
+                    return f"{row.get('_ng_failure_class', 'failed')}: {message}"
+    return ""
+
+
+def _with_indices(stored: Path, target: Path, agent: str) -> Path:
+    """The stored rollouts, each with a task and rollout index (its line's, where it has none),
+    naming `agent` (stored rollouts may name an agent of another of the server's configs)."""
+    rows = []
+    for number, line in enumerate([line for line in stored.read_text().splitlines() if line.strip()]):
+        row = json.loads(line)
+        row.setdefault("_ng_task_index", number)
+        row.setdefault("_ng_rollout_index", 0)
+        row["agent_ref"] = {"type": "responses_api_agents", "name": agent}
+        rows.append(json.dumps(row))
+    target.write_text("".join(line + "\n" for line in rows))
+    return target
+
+
+def _requests(log: Path) -> collections.Counter[str]:
+    found: collections.Counter[str] = collections.Counter()
+    if log.exists():
+        for line in log.read_text().splitlines():
+            record = json.loads(line)
+            try:
+                said = canonical(record["api"], record["request"])
+            except (GymError, ValueError) as exc:
+                said = {"unreadable": str(exc)}
+            found[json.dumps([record["model"], said], sort_keys=True)] += 1
+    return found
+
+
+def _first_difference(a: Any, b: Any, at: str = "") -> str:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                return _first_difference(a.get(key), b.get(key), f"{at}.{key}")
+        return at
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for index, (x, y) in enumerate(zip(a, b, strict=True)):
+            if x != y:
+                return _first_difference(x, y, f"{at}[{index}]")
+    return f"{at}: {json.dumps(a)[:120]} != {json.dumps(b)[:120]}"
+
+
+def compare_requests(ours: Path, theirs: Path) -> tuple[dict[str, int], list[str]]:
+    """(how many requests each side sent, what differs): each request one side sent more
+    often than the other, with its first differing field against the other side's nearest."""
+    gymbus, nemo_gym = _requests(ours), _requests(theirs)
+    counts = {"nemo_gym": sum(nemo_gym.values()), "gymbus": sum(gymbus.values())}
+    only_ours, only_theirs = gymbus - nemo_gym, nemo_gym - gymbus
+    differences = []
+    for key in sorted(only_theirs.elements()):
+        model, said = json.loads(key)
+        pool = [json.loads(other)[1] for other in only_ours.elements() if json.loads(other)[0] == model]
+        if not pool:
+            differences.append(f"{model}: NeMo Gym sent a request GymBus did not")
+            continue
+        nearest = min(pool, key=lambda other: len(_first_difference(said, other)))
+        differences.append(f"{model}: {_first_difference(said, nearest)} (NeMo Gym != GymBus)")
+    extra = sum(only_ours.values()) - sum(only_theirs.values())
+    if extra > 0:
+        differences.append(f"GymBus sent {extra} request(s) more")
+    return counts, differences
+
+
+async def _serve_models(url: str, recorder: Recorder, judges: list[str]) -> tuple[Any, Any, list[Any]]:
+    """The endpoint on the bus under the names the server's configs use (GymBus's `openai`
+    adapter: what a user serving a real endpoint would run)."""
+    nc = await bus.connect(url, name="census models")
+    host = bus.ServiceHost(nc)
+    made = []
+    for name, api in [("policy", "responses"), *((judge, "chat") for judge in judges)]:
+        options = ModelOptions(base_url=recorder.url(name), api_key="census", model=name, api=api)
+        made.append(MODELS["openai"].make(options))
+        service = bus.model_service("openai", name, made[-1])
+        for attempt in range(3):  # two busy cores: a flush may time out
+            try:
+                await host.add(service)
+                break
+            except Exception:
+                if attempt == 2:
+                    raise
+                await asyncio.sleep(2)
+    return nc, host, made
+
+
+async def both_ways(
+    target: str, url: str, recorder: Recorder, work: Path, rows: int, quiet: Any, worker: Any, classify: Any,
+    timeouts: Any,
+) -> BothWays:
+    """`target` measured both ways (see the module docstring)."""
+    started = time.monotonic()
+    result = BothWays(target)
+    try:
+        directory, config = await asyncio.to_thread(locate, target)
+        server = read_config(directory, config)
+        await asyncio.to_thread(prepare, target)
+    except GymError as exc:
+        outcome, why = classify(str(exc))
+        result.nemo_gym = result.gymbus = Side(outcome=outcome, why=f"install: {why}")
+        result.why = result.nemo_gym.why
+        return result
+    data = directory / "data"
+    example, stored = data / "example.jsonl", data / "example_rollouts.jsonl"
+    if not example.exists():
+        result.nemo_gym = result.gymbus = Side(why="no data/example.jsonl")
+        result.why = "no data/example.jsonl"
+        return result
+    rows_file = _rows(example, rows, work / "rows.jsonl")
+    result.agent = _agent(server, example)
+    models = {*server.models, *(model for agent in server.agents for model in agent.models)}
+    result.judges = sorted(models - {POLICY})
+    reverify = None
+    if stored.exists():
+        rollouts = _rows(_with_indices(stored, work / "stored.jsonl", result.agent), rows, work / "stored.jsonl")
+        inputs = materialize(rollouts, example, work / "stored_materialized_inputs.jsonl", result.agent)
+        # Stored rollouts of other rows than its examples (or of another shape) have no inputs
+        # to re-verify with, on either side.
+        reverify = (rollouts, inputs) if inputs.read_text().strip() else None
+
+    # GymBus.
+    recorder.log = work / "gymbus.requests.jsonl"
+    side = result.gymbus
+    clock = time.monotonic()
+    nc, host, made = await _serve_models(url, recorder, result.judges)
+    running = worker(target, url, work / "gymbus.worker.log")
+    try:
+        failure = await running.ready()
+        if failure is not None:
+            side.outcome, why = classify(failure)
+            side.why = f"start: {why}"
+        else:
+            output = work / "gymbus.jsonl"
+            options = CollectOptions(input=rows_file, output=output, agent=result.agent, nats_url=url,
+                                     timeouts=timeouts)  # fmt: skip
+            done = await collect(options, quiet(), asyncio.Event())
+            side.rows, side.ok, side.failed = done.planned, done.written, done.failed
+            side.rewards = _collected(output)
+            if done.written == done.planned and done.planned:
+                side.outcome, side.why = "works", f"collected {side.ok}/{side.rows}"
+            else:
+                side.outcome, why = classify(_failure_reason(done.paths.failures))
+                side.why = f"collect ({side.failed}/{side.rows} failed): {why}"
+            if reverify is not None and side.outcome == "works":
+                verified = work / "gymbus.reverified.jsonl"
+                report = await verify_rollouts(
+                    VerifyOptions(input=reverify[0], inputs=reverify[1], output=verified, agent=result.agent,
+                                  nats_url=url, timeouts=timeouts),  # fmt: skip
+                    quiet(),
+                )
+                found = _reverified(verified, reverify[0])
+                side.rewards |= found
+                side.reverified = len(found)
+                if report.failed:
+                    side.why += f"; reverify ({report.failed} failed): {' '.join(report.failures)[:300]}"
+    finally:
+        running.stop()
+        await host.stop()
+        await nc.close()
+        for model in made:
+            await model.aclose()
+    side.seconds = round(time.monotonic() - clock, 1)
+
+    # NeMo Gym's own stack.
+    recorder.log = work / "nemo_gym.requests.jsonl"
+    side = result.nemo_gym
+    clock = time.monotonic()
+    own = OwnStack(server.config_file, tuple(result.judges), recorder, work)
+    try:
+        failure = await asyncio.to_thread(own.start)
+        if failure is not None:
+            side.outcome, why = classify(failure)
+            side.why = f"start: {why}"
+        else:
+            output = work / "nemo_gym.jsonl"
+            status = await asyncio.to_thread(own.collect, result.agent, rows_file, output, timeouts.rollout * 3)
+            side.rewards = _collected(output)
+            side.rows = len(rows_file.read_text().splitlines())
+            side.ok = len(side.rewards)
+            side.failed = side.rows - side.ok
+            if side.ok == side.rows and status == 0:
+                side.outcome, side.why = "works", f"collected {side.ok}/{side.rows}"
+            else:
+                said = _failure_reason(work / "nemo_gym_failures.jsonl") or output.with_suffix(".log").read_text(
+                    errors="replace")[-3000:]  # fmt: skip
+                side.outcome, why = classify(said)
+                side.why = f"collect ({side.failed}/{side.rows} failed, exit {status}): {why}"
+    finally:
+        await asyncio.to_thread(own.stop)
+    if reverify is not None and side.outcome == "works":
+        output = work / "nemo_gym.reverified.jsonl"
+        status = await asyncio.to_thread(own.reverify, reverify[1], reverify[0], output, timeouts.verify * 4)
+        unsafe = output.with_name(f"unsafe_{output.name}")  # its name where the server's reverify_mode is not stateless
+        found = _reverified(unsafe if unsafe.exists() else output, reverify[0])
+        side.rewards |= found
+        side.reverified = len(found)
+        if status != 0 or len(found) < len(reverify[0].read_text().splitlines()):
+            tail = output.with_suffix(".log").read_text(errors="replace")[-3000:] if output.with_suffix(
+                ".log").exists() else ""  # fmt: skip
+            side.why += f"; reverify (exit {status}, {len(found)} verified): {classify(tail)[1]}"
+    side.seconds = round(time.monotonic() - clock, 1)
+
+    _judge(result, work)
+    result.seconds = round(time.monotonic() - started, 1)
+    return result
+
+
+def _judge(result: BothWays, work: Path) -> None:
+    """The server's class, and what differs between the sides."""
+    theirs, ours = result.nemo_gym, result.gymbus
+    keys = set(theirs.rewards) | set(ours.rewards)
+    if not (theirs.reverified and ours.reverified):  # a side whose re-verification did not run says why
+        keys = {key for key in keys if not key.startswith("r")}
+    for key in sorted(keys):
+        a, b = theirs.rewards.get(key), ours.rewards.get(key)
+        same = (a is None and b is None) or (
+            isinstance(a, int | float) and isinstance(b, int | float) and abs(a - b) <= REWARD_TOLERANCE
+        )
+        if not same:
+            result.reward_mismatches.append(f"row {key}: NeMo Gym {a}, GymBus {b}")
+    result.requests, result.request_mismatches = compare_requests(
+        work / "gymbus.requests.jsonl", work / "nemo_gym.requests.jsonl"
+    )
+    if theirs.outcome == "works" and ours.outcome == "works":
+        result.klass, result.why = "works on both", theirs.why
+    elif theirs.outcome == "works":
+        result.klass, result.why = "works on NeMo Gym only", f"GymBus: {ours.why}"
+    elif ours.outcome == "works":
+        result.klass, result.why = "works on GymBus only", f"NeMo Gym: {theirs.why}"
+    else:
+        result.klass = "fails on both"
+        result.why = theirs.why if theirs.outcome == ours.outcome else f"NeMo Gym: {theirs.why}; GymBus: {ours.why}"

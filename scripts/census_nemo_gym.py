@@ -1,0 +1,187 @@
+"""NeMo Gym's own stack, run as a NeMo Gym user runs it, for the census's both-ways run.
+
+`ng_run` with the server's config and a model config whose policy and judges are NeMo
+Gym's `openai_model` pointing at the census endpoint (each under its own name), then
+`ng_collect_rollouts` on the server's example rows, and `gym eval reverify --force` of
+stored rollouts. NeMo Gym builds a virtual environment per server with uv; here each
+server's directory is given the environment GymBus built for it from the same
+requirements (`+uv_venv_dir` to a tree of links, `+skip_venv_if_present`), so both sides
+run the same packages and no build happens at start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gymbus.functions.nemo_gym import requirements_of, virtual_env
+from gymbus.functions.nemo_gym._venv import pinned
+
+__all__ = ["OwnStack", "materialize"]
+
+_KINDS = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
+POLICY = "policy_model"
+START_TIMEOUT = 300.0
+"""Seconds `ng_run` gets to start Ray and every server of the config."""
+
+
+def _free_port() -> int:
+    with socket.socket() as one:
+        one.bind(("127.0.0.1", 0))
+        return int(one.getsockname()[1])
+
+
+class OwnStack:
+    """`ng_run` of one server's config; `collect` and `reverify` run against it."""
+
+    def __init__(self, config_file: Path, judges: tuple[str, ...], endpoint: Any, work: Path) -> None:
+        base = virtual_env([pinned()], "NeMo Gym")
+        self.bin = base.python.parent
+        self.tree = base.site_packages()
+        self.work = work
+        self.log = work / "ng_run.log"
+        models = work / "census_models.yaml"
+        models.write_text(yaml.safe_dump({
+            name: {"responses_api_models": {"openai_model": {
+                "entrypoint": "app.py", "openai_base_url": endpoint.url("policy" if name == POLICY else name),
+                "openai_api_key": "census", "openai_model": "policy" if name == POLICY else name,
+                "openai_default_headers": {},
+            }}}
+            for name in (POLICY, *judges)
+        }))  # fmt: skip
+        self.settings = [
+            f"+config_paths=[{config_file},{models}]",
+            f"+uv_venv_dir={self._link_environments(config_file)}",
+            "+skip_venv_if_present=true",
+            f"+head_server={{host:127.0.0.1,port:{_free_port()}}}",
+            f"+policy_base_url={endpoint.url('policy')}",
+            "+policy_api_key=census",
+            "+policy_model_name=policy",
+        ]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def _link_environments(self, config_file: Path) -> Path:
+        """A tree `<kind>/<name>/.venv` of links to the environments GymBus built (building
+        any not built yet) for every server directory the config names."""
+        root = self.work / "venvs"
+        directories = {self.tree / "responses_api_models" / "openai_model"}
+        document = yaml.safe_load(config_file.read_text()) or {}
+        for value in document.values():
+            if isinstance(value, dict):
+                for kind in _KINDS:
+                    for name in value.get(kind) or {}:
+                        directories.add(self.tree / kind / name)
+        for directory in sorted(path for path in directories if path.is_dir()):
+            env = virtual_env(requirements_of(directory), directory.name, directory)
+            link = root / directory.parent.name / directory.name / ".venv"
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.exists():
+                link.symlink_to(env.path)
+        return root
+
+    def start(self) -> str | None:
+        """`None` once every server is ready; else why not (its log's tail)."""
+        with open(self.log, "wb") as out:
+            self.process = subprocess.Popen(
+                [str(self.bin / "ng_run"), *self.settings], cwd=self.work, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+            )  # fmt: skip
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            text = self.log.read_text(errors="replace")
+            if "servers ready!" in text:
+                return None
+            if self.process.poll() is not None:
+                return f"ng_run exited with code {self.process.returncode}: " + text[-3000:]
+            if time.monotonic() > deadline:
+                return f"ng_run did not start within {START_TIMEOUT:.0f} s: " + text[-3000:]
+            time.sleep(1)
+
+    def stop(self) -> None:
+        """Ctrl-C, as its user stops it (it stops its servers and Ray), then the group."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+    def _run(self, command: list[str], log: Path, timeout: float) -> int:
+        """Run `command` to its end in a process group of its own, then end what it left
+        running: `gym eval reverify` starts the config's servers and leaves them behind."""
+        with open(log, "wb") as out:
+            process = subprocess.Popen(command, cwd=self.work, stdout=out, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+            try:
+                status = process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                status = -1
+            for sent in (signal.SIGINT, signal.SIGKILL):
+                try:
+                    os.killpg(process.pid, sent)
+                except ProcessLookupError:
+                    break
+                time.sleep(5 if sent == signal.SIGINT else 0)
+            process.wait()
+            return status
+
+    def collect(self, agent: str, rows: Path, output: Path, timeout: float) -> int:
+        """`ng_collect_rollouts` of `rows` with `agent`: its exit status."""
+        command = [str(self.bin / "ng_collect_rollouts"), *self.settings[2:], f"+agent_name={agent}",
+                   f"+input_jsonl_fpath={rows}", f"+output_jsonl_fpath={output}"]  # fmt: skip
+        return self._run(command, output.with_suffix(".log"), timeout)
+
+    def reverify(self, inputs: Path, rollouts: Path, output: Path, timeout: float) -> int:
+        """`gym eval reverify --force` (it starts the config's servers itself): its exit status."""
+        command = [str(self.bin / "gym"), "eval", "reverify", "--inputs", str(inputs), "--rollouts", str(rollouts),
+                   "--output", str(output), "--force", "--disable-aggregation", *self.settings]  # fmt: skip
+        return self._run(command, output.with_suffix(".log"), timeout)
+
+
+def materialize(rollouts: Path, example: Path, target: Path, agent: str) -> Path:
+    """NeMo Gym's materialized inputs for stored `rollouts` of `example`'s rows: each rollout's
+    example row (the one with its prompt) under the rollout's task and rollout index, as
+    `ng_collect_rollouts` would have written them beside the rollouts. `rollouts` keeps only
+    the rollouts of example rows: NeMo Gym's reverify stops at the first it cannot join."""
+    by_prompt = {}
+    for line in example.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            by_prompt[_prompt(row)] = row
+    inputs, kept = [], []
+    for number, line in enumerate(rollouts.read_text().splitlines()):
+        if not line.strip():
+            continue
+        rollout = json.loads(line)
+        row = by_prompt.get(_prompt(rollout))
+        if row is not None:
+            indices = {"_ng_task_index": rollout.get("_ng_task_index", number),
+                       "_ng_rollout_index": rollout.get("_ng_rollout_index", 0)}  # fmt: skip
+            ref = {"agent_ref": {"type": "responses_api_agents", "name": agent}}
+            inputs.append(json.dumps(row | indices | ref))
+            kept.append(line)
+    target.write_text("".join(line + "\n" for line in inputs))
+    rollouts.write_text("".join(line + "\n" for line in kept))
+    return target
+
+
+def _prompt(row: dict[str, Any]) -> str:
+    params = row.get("responses_create_params") or {}
+    items = params.get("input")
+    if isinstance(items, list):
+        items = [{k: v for k, v in item.items() if k in ("role", "content")} for item in items if isinstance(item, dict)]
+    return json.dumps([items, params.get("instructions")], sort_keys=True)
