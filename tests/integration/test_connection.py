@@ -10,6 +10,7 @@ import pytest
 
 from gymbus import bus
 from gymbus import schemas
+from gymbus.bus.connection import find_server_binary
 from tests.fake_openai import free_port
 from tests.integration.test_collect import run_cli
 
@@ -49,7 +50,7 @@ def test_embedded_server_can_restart_on_its_port_with_its_data(tmp_path) -> None
 def test_a_server_without_jetstream_is_named_in_one_line_with_the_fix() -> None:
     port = free_port()
     server = subprocess.Popen(
-        [bus.find_server_binary(), "-a", "127.0.0.1", "-p", str(port)],
+        [find_server_binary(), "-a", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
