@@ -151,6 +151,11 @@ class Limits:
     """Requests one endpoint handles at once in one process; more wait in the client queue."""
     agent_concurrency: int = 256
     """Rollouts one agent worker process runs at once."""
+    cpu_bound_calls: int = 4
+    """Calls of `cpu_bound` environments a worker process runs at once, each in a thread
+    (the others wait, their callers hearing keep-alives). Python runs one thread at a time:
+    more threads compute no faster, and every computing thread delays the event loop's turn
+    to answer the bus."""
     max_steps: int = 16
     """Model calls per rollout before the agent stops and verifies what it has (the
     multi-turn agent: per policy turn, between two user messages)."""
