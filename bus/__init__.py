@@ -11,7 +11,17 @@ from ._adapter_sync import AdapterSyncer, sync_adapters
 from ._auth import ENV_VARS, BusAuth, inbox_prefix_for
 from ._claim_checks import CLAIM, check_in, check_out, claim_store_config, ensure_claim_store, needs_claim, release_claim
 from ._codec import decode, decoder, encode, encode_error_reply, nested_deeper
-from ._connection import Bus, Connection, check_permitted, connect, nats_url_from_env, open_bus, split_urls
+from ._connection import (
+    Bus,
+    Connection,
+    check_permitted,
+    connect,
+    lost_for,
+    lost_for_good,
+    nats_url_from_env,
+    open_bus,
+    split_urls,
+)
 from ._dead_letters import ExhaustedTasks
 from ._discovery import (
     QueueDepth,
@@ -148,6 +158,8 @@ __all__ = [
     "inbox_prefix_for",
     "is_served",
     "live_reports",
+    "lost_for",
+    "lost_for_good",
     "model_role",
     "model_servers",
     "model_service",

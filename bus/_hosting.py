@@ -46,7 +46,7 @@ from gymbus.schemas import (
 
 from . import _subjects as subjects
 from ._codec import decode, encode
-from ._connection import check_permitted, open_bus
+from ._connection import check_permitted, lost_for_good, open_bus
 from ._nemo_gym import nemo_gym_servers
 from ._policy import PolicyVersions
 from ._rollout import BusModels, agent_service, rollout_task_handler
@@ -182,14 +182,35 @@ async def serve_functions(options: ServeOptions, url: str | None, stop: asyncio.
             print(f"ready: serving {', '.join(options.functions)} on {redact_url(bus.url)}", flush=True)
             await stop.wait()
             log.info("stopping: finishing in-flight work (up to %.0f s)", options.timeouts.drain)
-            await asyncio.gather(*(consumer.stop() for consumer in consumers))
-            await host.stop()
+            await _finish_unless_bus_lost(bus.nc, consumers, host, options.timeouts.reconnect_window)
             for closable in models:
                 close = getattr(closable, "aclose", None)  # adapters with a connection pool, followers
                 if close is not None:
                     await close()
     if hosted.failure is not None:
         raise hosted.failure
+
+
+async def _finish_unless_bus_lost(
+    nc: Client, consumers: list[TaskConsumer], host: ServiceHost, window: float
+) -> None:
+    """Let the work in flight finish, unless the bus has been gone for `window` seconds:
+    then no result of it can be sent (the tasks go to other workers once it is back)."""
+
+    async def finish() -> None:
+        await asyncio.gather(*(consumer.stop() for consumer in consumers))
+        await host.stop()
+
+    finishing = asyncio.create_task(finish())
+    lost = asyncio.create_task(lost_for_good(nc, window))
+    try:
+        await asyncio.wait({finishing, lost}, return_when=asyncio.FIRST_COMPLETED)
+        if not finishing.done():
+            log.warning("the bus has been gone for %g s: stopping without the work in flight", window)
+    finally:
+        for task in (finishing, lost):
+            task.cancel()
+        await asyncio.gather(finishing, lost, return_exceptions=True)
 
 
 def worker_role_name(

@@ -84,6 +84,10 @@ class Timeouts:
     """Workers a command starts for itself must answer within this."""
     drain: float = 10.0
     """Graceful shutdown: how long in-flight requests may take to finish."""
+    reconnect_window: float = 10.0
+    """A process that is stopping and has lost its bus waits this long for it to come back
+    (a server restart takes seconds) before it stops without it: then nothing in flight can
+    finish, and a pod or compose shutdown stops the server with everything else."""
     kill_grace: float = 1.0
     """Stopping now (a second Ctrl-C): how long a worker gets after SIGTERM before SIGKILL."""
     repeat_signal: float = 0.5

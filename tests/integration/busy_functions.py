@@ -26,6 +26,7 @@ def burn(seconds: float) -> None:
 
 
 async def burning_verify(request: VerifyRequest, session: Session) -> VerifyResult:
+    print("burning: verifying", flush=True)  # tests wait for a call in progress
     burn(BURN)
     return VerifyResult(reward=1.0)
 
