@@ -113,7 +113,11 @@ class Timeouts:
     body waits for its reader beyond its call's timeout."""
     silence: float = 5.0
     """A requester that hears nothing (no reply, no keep-alive) this long gives up: the
-    worker died, or a server restart lost the request or its reply."""
+    worker died, or a server restart lost the request or its reply. A call whose keep-alives
+    came further apart (a busy worker) is allowed 2.5 times its longest gap, up to
+    `silence_most`."""
+    silence_most: float = 30.0
+    """The longest silence a requester allows a call whose keep-alives came late."""
     silence_check: float = 0.5
     """How often a requester checks its requests for silence (and its connection for closing)."""
     server_ping: float = 1.0
