@@ -138,7 +138,7 @@ def test_a_worker_computing_for_long_on_a_saturated_machine_loses_no_call(
         assert len(written) == ROLLOUTS
         assert all(row["reward"] == 1.0 for row in written)
         stats = [row["_gymbus"] for row in written]
-        restarts = sum(one.get("call_retries", 0) + one.get("delivery", 1) - 1 for one in stats)
+        restarts = sum(one["restarts"] + one["call_retries"] + one["delivery"] - 1 for one in stats)
         assert restarts == 0, (restarts, worker_log.read_text(errors="replace")[-3000:])
         failures = output.with_name("out_failures.jsonl")
         assert not failures.exists() or not failures.read_text().strip()
