@@ -80,8 +80,11 @@ class Timeouts:
     cluster that is forming or electing a stream's leader."""
     ping: float = 0.5
     """Whether a function is live: how long to wait for its `$SRV.PING` answer."""
-    worker_start: float = 60.0
-    """Workers a command starts for itself must answer within this."""
+    worker_start: float = 180.0
+    """Workers a command starts for itself must answer within this (one that exits fails the
+    command at once). A worker imports its functions' libraries before it answers
+    (reasoning-gym, math-verify, NLTK: measured 29 s for six environments on a two-core
+    machine under load), so a busy machine needs minutes."""
     drain: float = 10.0
     """Graceful shutdown: how long in-flight requests may take to finish."""
     reconnect_window: float = 10.0
