@@ -79,10 +79,7 @@ def environment_service(
     functions may call models (judges) through `Session.generate`. The calls of a
     `cpu_bound` environment run in the threads of `off_loop` (the worker's, shared by all
     its environments; by default one of its own), off the loop that answers the bus."""
-    if env.cpu_bound and off_loop is None:
-        off_loop = OffLoop(DEFAULT_LIMITS.cpu_bound_calls)
-    if not env.cpu_bound:
-        off_loop = None
+    threads = (off_loop or OffLoop(DEFAULT_LIMITS.cpu_bound_calls)) if env.cpu_bound else None
 
     def session(headers: Mapping[str, str]) -> Session:
         models = BusModels(nc, headers, timeouts) if nc is not None else NoModels()
@@ -90,10 +87,10 @@ def environment_service(
 
     def hosted(call: Callable[[bytes, Session], Awaitable[bytes]]) -> Handler:
         async def handle(data: bytes, headers: Mapping[str, str]) -> bytes:
-            if off_loop is None:
+            if threads is None:
                 return await call(data, session(headers))
             there = on_loop(session(headers), asyncio.get_running_loop())
-            return await off_loop.run(lambda: call(data, there), env.name)
+            return await threads.run(lambda: call(data, there), env.name)
 
         return handle
 
