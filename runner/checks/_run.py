@@ -3,6 +3,7 @@ serving the environment for the length of the check."""
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -58,4 +59,5 @@ async def run_check(
                 finally:
                     await calls.close()
             finally:
-                workers.stop(timeouts.drain)
+                # In a thread: the connection keeps answering the server's pings meanwhile.
+                await asyncio.to_thread(workers.stop, timeouts.drain)
