@@ -126,7 +126,9 @@ class Timeouts:
     server_ping: float = 1.0
     """The embedded nats-server pings a client that sent it nothing for this long; after
     `Limits.server_pings_out` pings without an answer (a frozen or vanished process) it
-    closes the connection, which takes the client out of every queue group."""
+    closes the connection, which takes the client out of every queue group. So no process
+    may hold its event loop for seconds: a `cpu_bound` function's calls run in threads, and
+    start-up imports and waits for child processes run in threads too."""
     session_ttl: float = 7200.0
     """Session state expires this long after its last write (longer than any rollout)."""
     nemo_gym_install: float = 1800.0
