@@ -78,7 +78,8 @@ def tally(output: Path, expected: set[tuple[int, int]], bad_lines: Collection[in
     retried = 0
     for row in rows + failures:
         stats = row.get("_gymbus") or {}
-        retried += stats.get("model_retries", 0) + stats.get("call_retries", 0) + stats.get("delivery", 1) - 1
+        retried += sum(stats.get(name, 0) for name in ("model_retries", "call_retries", "restarts"))
+        retried += stats.get("delivery", 1) - 1
     return Tally(
         expected=len(wanted),
         written=len(rows),

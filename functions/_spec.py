@@ -155,7 +155,10 @@ class Environment:
     environment for at most `max_steps` model calls per rollout. `metrics`, if given,
     adds the environment's own aggregate metrics to the runner's (pass@k, say).
     `startup`, if given, is called once by each worker before it serves the
-    environment, to check and log what the host provides (code_gen's sandbox).
+    environment (in a thread, before the worker says it is ready), to check and log what
+    the host provides (code_gen's sandbox) and to import what its calls need: a heavy
+    import on a worker's first call would stall every call that worker serves.
+    `cpu_bound` says its calls hold the CPU in Python for long (see the field).
     """
 
     name: str
@@ -170,6 +173,17 @@ class Environment:
     description: str = ""
     metrics: TaskMetrics | None = None
     startup: Callable[[], None] | None = None
+    cpu_bound: bool = False
+    """Its seed, verify and tool calls compute in Python for long (a scorer, a parser, a
+    first import): the worker runs each in a thread of its own (with its own event loop;
+    `Session` calls go back to the worker's loop), never on the loop that answers the bus.
+    A loop held for a few seconds misses the server's pings and loses the connection, and
+    with it every call the worker was serving. Threads, not processes: a call keeps its
+    `Session` (state, judges) and takes any argument, and Python hands the interpreter to
+    the loop every few milliseconds. Work that may hang inside C code, or that should use
+    more than one core, belongs in child processes the function starts and kills itself
+    (math_with_judge's math-verify, code_gen's sandbox); such a function is not
+    `cpu_bound`."""
 
 
 class Calls(Protocol):

@@ -10,6 +10,10 @@ An agent whose environment declares `TaskMetrics` (pass@k for `mcqa`, say) also 
 that environment's metrics in `agent_metrics`, its headline metrics as `key_metrics`,
 and one `group_level_metrics` entry per task. For those the runner keeps, per rollout,
 only the small projection the environment asks for, never the row.
+
+Each entry also has GymBus's own `gymbus` counts: `restarts`, rollouts started over from a
+fresh session (each paid its model calls again), and `redelivered`, deliveries of a task
+beyond its first (its worker died or stopped): both 0 on a healthy bus.
 """
 
 from __future__ import annotations
@@ -24,7 +28,17 @@ from typing import Any
 import msgspec
 
 from gymbus.functions import AGENTS, ENVIRONMENTS, TaskMetrics
-from gymbus.schemas import AGENT_REF, DEFAULT_LIMITS, RESPONSE, REWARD, ROLLOUT_INDEX, TASK_INDEX, AgentRef
+from gymbus.schemas import (
+    AGENT_REF,
+    DEFAULT_LIMITS,
+    RESPONSE,
+    REWARD,
+    ROLLOUT_INDEX,
+    STATS,
+    TASK_INDEX,
+    AgentRef,
+    RolloutStats,
+)
 
 __all__ = [
     "AgentMetrics",
@@ -40,6 +54,14 @@ __all__ = [
 RESERVOIR = DEFAULT_LIMITS.metrics_reservoir
 _NUMBER_START = frozenset(b"-0123456789")
 _agent_decoder = msgspec.json.Decoder(AgentRef | None)
+_stats_decoder = msgspec.json.Decoder(RolloutStats)
+
+
+def _stats(fields: dict[str, msgspec.Raw]) -> RolloutStats | None:
+    try:
+        return _stats_decoder.decode(fields[STATS]) if STATS in fields else None
+    except msgspec.DecodeError:
+        return None
 
 
 @dataclass
@@ -170,7 +192,18 @@ class AgentMetrics:
     fields: dict[str, FieldStats] = field(default_factory=dict)
     rollouts: int = 0
     failures: int = 0
+    restarts: int = 0
+    redelivered: int = 0
     groups: TaskGroups | None = None
+
+    def count_restarts(self, fields: dict[str, msgspec.Raw]) -> int:
+        """Add the row's restarts and redeliveries; returns its restarts."""
+        stats = _stats(fields)
+        if stats is None:
+            return 0
+        self.restarts += stats.restarts
+        self.redelivered += max(0, stats.delivery - 1)
+        return stats.restarts
 
     def add(self, numbers: dict[str, float]) -> None:
         self.rollouts += 1
@@ -213,6 +246,8 @@ class Metrics:
     agents: dict[str, AgentMetrics] = field(default_factory=dict)
     reward_sum: float = 0.0
     rewarded: int = 0
+    restarts: int = 0
+    """Rollouts started over, all agents together (see the module docstring)."""
     task_metrics: dict[str, TaskMetrics] = field(default_factory=builtin_task_metrics)
 
     def _agent(self, agent: str) -> AgentMetrics:
@@ -225,14 +260,18 @@ class Metrics:
         numbers = numeric_fields(fields)
         entry = self._agent(agent)
         entry.add(numbers)
+        self.restarts += entry.count_restarts(fields)
         if entry.groups is not None:
             entry.groups.add(fields)
         if REWARD in numbers:
             self.reward_sum += numbers[REWARD]
             self.rewarded += 1
 
-    def add_failure(self, agent: str) -> None:
-        self._agent(agent).failures += 1
+    def add_failure(self, agent: str, fields: dict[str, msgspec.Raw] | None = None) -> None:
+        entry = self._agent(agent)
+        entry.failures += 1
+        if fields is not None:
+            self.restarts += entry.count_restarts(fields)
 
     @property
     def mean_reward(self) -> float | None:
@@ -251,6 +290,7 @@ class Metrics:
                     "agent_metrics": metrics,
                     "key_metrics": agent.key_metrics(metrics),
                     "group_level_metrics": agent.groups.group_level_metrics() if agent.groups else [],
+                    "gymbus": {"restarts": agent.restarts, "redelivered": agent.redelivered},
                 }
             )
         return entries

@@ -80,10 +80,17 @@ class Timeouts:
     cluster that is forming or electing a stream's leader."""
     ping: float = 0.5
     """Whether a function is live: how long to wait for its `$SRV.PING` answer."""
-    worker_start: float = 60.0
-    """Workers a command starts for itself must answer within this."""
+    worker_start: float = 180.0
+    """Workers a command starts for itself must answer within this (one that exits fails the
+    command at once). A worker imports its functions' libraries before it answers
+    (reasoning-gym, math-verify, NLTK: measured 29 s for six environments on a two-core
+    machine under load), so a busy machine needs minutes."""
     drain: float = 10.0
     """Graceful shutdown: how long in-flight requests may take to finish."""
+    reconnect_window: float = 10.0
+    """A process that is stopping and has lost its bus waits this long for it to come back
+    (a server restart takes seconds) before it stops without it: then nothing in flight can
+    finish, and a pod or compose shutdown stops the server with everything else."""
     kill_grace: float = 1.0
     """Stopping now (a second Ctrl-C): how long a worker gets after SIGTERM before SIGKILL."""
     repeat_signal: float = 0.5
@@ -112,13 +119,19 @@ class Timeouts:
     body waits for its reader beyond its call's timeout."""
     silence: float = 5.0
     """A requester that hears nothing (no reply, no keep-alive) this long gives up: the
-    worker died, or a server restart lost the request or its reply."""
+    worker died, or a server restart lost the request or its reply. A call whose keep-alives
+    came further apart (a busy worker) is allowed 2.5 times its longest gap, up to
+    `silence_most`."""
+    silence_most: float = 30.0
+    """The longest silence a requester allows a call whose keep-alives came late."""
     silence_check: float = 0.5
     """How often a requester checks its requests for silence (and its connection for closing)."""
     server_ping: float = 1.0
     """The embedded nats-server pings a client that sent it nothing for this long; after
     `Limits.server_pings_out` pings without an answer (a frozen or vanished process) it
-    closes the connection, which takes the client out of every queue group."""
+    closes the connection, which takes the client out of every queue group. So no process
+    may hold its event loop for seconds: a `cpu_bound` function's calls run in threads, and
+    start-up imports and waits for child processes run in threads too."""
     session_ttl: float = 7200.0
     """Session state expires this long after its last write (longer than any rollout)."""
     nemo_gym_install: float = 1800.0
@@ -154,6 +167,11 @@ class Limits:
     """Requests one endpoint handles at once in one process; more wait in the client queue."""
     agent_concurrency: int = 256
     """Rollouts one agent worker process runs at once."""
+    cpu_bound_calls: int = 4
+    """Calls of `cpu_bound` environments a worker process runs at once, each in a thread
+    (the others wait, their callers hearing keep-alives). Python runs one thread at a time:
+    more threads compute no faster, and every computing thread delays the event loop's turn
+    to answer the bus."""
     max_steps: int = 16
     """Model calls per rollout before the agent stops and verifies what it has (the
     multi-turn agent: per policy turn, between two user messages)."""

@@ -61,6 +61,10 @@ class RolloutStats(Struct, kw_only=True, gc=False):
     """Model calls tried again after a transient failure (rate limit, 5xx, timeout)."""
     call_retries: int = 0
     """Seed, tool and verify calls tried again after a transient failure."""
+    restarts: int = 0
+    """Times the rollout started over from a fresh session within this delivery: a call's
+    worker went silent mid-call, or the session's state was lost. Each pays its model
+    calls again; on a healthy bus it stays 0."""
 
 
 class AgentRef(Struct, kw_only=True, gc=False):

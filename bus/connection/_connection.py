@@ -14,7 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
+import time
+import weakref
 from asyncio import FIRST_COMPLETED
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -52,6 +55,8 @@ __all__ = [
     "check_permitted",
     "connect",
     "connect_bus",
+    "lost_for",
+    "lost_for_good",
     "nats_url_from_env",
     "open_bus",
     "split_urls",
@@ -119,8 +124,24 @@ def _refusal_message(url: str, auth: BusAuth, role: str) -> str:
     )
 
 
-async def _reconnected() -> None:
-    log.warning("reconnected to NATS")
+_lost_at: weakref.WeakKeyDictionary[Client, float] = weakref.WeakKeyDictionary()
+"""When each connection `connect` made lost its server, while it has not found one again."""
+
+
+def lost_for(nc: Client) -> float:
+    """Seconds `nc` has been without a server (0 while connected; infinite once closed)."""
+    if nc.is_closed:
+        return math.inf
+    since = _lost_at.get(nc)
+    return 0.0 if since is None or nc.is_connected else time.monotonic() - since
+
+
+async def lost_for_good(nc: Client, window: float = DEFAULT_TIMEOUTS.reconnect_window) -> None:
+    """Return once `nc` has been without a server for `window` seconds on end: what a
+    stopping process still waits for cannot come (a restarted server is back sooner).
+    Never returns while the connection stays up."""
+    while lost_for(nc) < window:
+        await asyncio.sleep(DEFAULT_TIMEOUTS.silence_check)
 
 
 async def connect(
@@ -163,7 +184,12 @@ async def connect(
 
     async def disconnected() -> None:
         if not nc.is_closed:  # closing on purpose is no news
+            _lost_at.setdefault(nc, time.monotonic())
             log.warning("lost the connection to NATS; reconnecting")
+
+    async def reconnected() -> None:
+        _lost_at.pop(nc, None)
+        log.warning("reconnected to NATS")
 
     connecting = asyncio.ensure_future(
         nc.connect(
@@ -174,7 +200,7 @@ async def connect(
             reconnect_time_wait=0.5,  # type: ignore[arg-type]  # nats-py accepts float seconds
             error_cb=on_error,
             disconnected_cb=disconnected,
-            reconnected_cb=_reconnected,
+            reconnected_cb=reconnected,
             drain_timeout=max(1, int(timeouts.drain)),
             **auth.connect_options(urls),
         )
@@ -333,6 +359,10 @@ async def open_bus(
 
 async def _close(nc: Client, timeouts: Timeouts) -> None:
     if nc.is_closed:
+        return
+    if lost_for(nc) > 0:  # nothing to drain through: the server is gone
+        with contextlib.suppress(nats.errors.Error, OSError):
+            await nc.close()
         return
     # A server that is gone breaks the drain with a socket error: never let it hide the
     # error that ended the work.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,13 +46,14 @@ from gymbus.schemas import (
 
 from ..wire import subjects
 from ..wire import decode, encode
-from ..connection import check_permitted, open_bus
+from ..connection import check_permitted, lost_for_good, open_bus
 from ._nemo_gym import nemo_gym_servers
 from ..policy import PolicyVersions
 from ._rollout import BusModels, agent_service, rollout_task_handler
-from ._services import Endpoint, ServiceHost, ServiceSpec
+from ._services import Endpoint, Handler, ServiceHost, ServiceSpec
 from ._sessions import KvSessions
 from ._task_consumer import TaskConsumer
+from ._threads import OffLoop, on_loop
 
 __all__ = [
     "ServeOptions",
@@ -68,34 +69,50 @@ _EMPTY_SEED = encode(SeedResult())
 
 
 def environment_service(
-    env: Environment, state: SessionState, nc: Client | None = None, timeouts: Timeouts = DEFAULT_TIMEOUTS
+    env: Environment,
+    state: SessionState,
+    nc: Client | None = None,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
+    off_loop: OffLoop | None = None,
 ) -> ServiceSpec:
     """The environment's seed, verify and tool subjects, as one service. With `nc`, its
-    functions may call models (judges) through `Session.generate`."""
+    functions may call models (judges) through `Session.generate`. The calls of a
+    `cpu_bound` environment run in the threads of `off_loop` (the worker's, shared by all
+    its environments; by default one of its own), off the loop that answers the bus."""
+    threads = (off_loop or OffLoop(DEFAULT_LIMITS.cpu_bound_calls)) if env.cpu_bound else None
 
     def session(headers: Mapping[str, str]) -> Session:
         models = BusModels(nc, headers, timeouts) if nc is not None else NoModels()
         return Session(id=headers.get(SESSION, ""), state=state, models=models, deadline=deadline_of(headers))
 
-    async def seed(data: bytes, headers: Mapping[str, str]) -> bytes:
+    def hosted(call: Callable[[bytes, Session], Awaitable[bytes]]) -> Handler:
+        async def handle(data: bytes, headers: Mapping[str, str]) -> bytes:
+            if threads is None:
+                return await call(data, session(headers))
+            there = on_loop(session(headers), asyncio.get_running_loop())
+            return await threads.run(lambda: call(data, there), env.name)
+
+        return handle
+
+    async def seed(data: bytes, session: Session) -> bytes:
         request = decode(data, env.seed_request, "seed request")  # validated even with no seed function
         if env.seed is not None:
-            await env.seed(request, session(headers))
+            await env.seed(request, session)
         return _EMPTY_SEED
 
-    async def verify(data: bytes, headers: Mapping[str, str]) -> bytes:
-        return encode(await env.verify(decode(data, env.verify_request, "verify request"), session(headers)))
+    async def verify(data: bytes, session: Session) -> bytes:
+        return encode(await env.verify(decode(data, env.verify_request, "verify request"), session))
 
     def tool_endpoint(tool: Tool) -> Endpoint:
-        async def call(data: bytes, headers: Mapping[str, str]) -> bytes:
+        async def call(data: bytes, session: Session) -> bytes:
             args: Any = decode(data, tool.args_type, f"arguments of tool {tool.name}")
-            return encode(await tool.fn(args, session(headers)))
+            return encode(await tool.fn(args, session))
 
-        return Endpoint(tool.name, subjects.env_tool(env.name, tool.name), call)
+        return Endpoint(tool.name, subjects.env_tool(env.name, tool.name), hosted(call))
 
     endpoints = [
-        Endpoint("seed", subjects.env_seed(env.name), seed),
-        Endpoint("verify", subjects.env_verify(env.name), verify),
+        Endpoint("seed", subjects.env_seed(env.name), hosted(seed)),
+        Endpoint("verify", subjects.env_verify(env.name), hosted(verify)),
         *(tool_endpoint(one) for one in env.tools),
     ]
     return ServiceSpec(env.name, "environment", tuple(endpoints), env.description)
@@ -162,14 +179,35 @@ async def serve_functions(options: ServeOptions, url: str | None, stop: asyncio.
             print(f"ready: serving {', '.join(options.functions)} on {redact_url(bus.url)}", flush=True)
             await stop.wait()
             log.info("stopping: finishing in-flight work (up to %.0f s)", options.timeouts.drain)
-            await asyncio.gather(*(consumer.stop() for consumer in consumers))
-            await host.stop()
+            await _finish_unless_bus_lost(bus.nc, consumers, host, options.timeouts.reconnect_window)
             for closable in models:
                 close = getattr(closable, "aclose", None)  # adapters with a connection pool, followers
                 if close is not None:
                     await close()
     if hosted.failure is not None:
         raise hosted.failure
+
+
+async def _finish_unless_bus_lost(
+    nc: Client, consumers: list[TaskConsumer], host: ServiceHost, window: float
+) -> None:
+    """Let the work in flight finish, unless the bus has been gone for `window` seconds:
+    then no result of it can be sent (the tasks go to other workers once it is back)."""
+
+    async def finish() -> None:
+        await asyncio.gather(*(consumer.stop() for consumer in consumers))
+        await host.stop()
+
+    finishing = asyncio.create_task(finish())
+    lost = asyncio.create_task(lost_for_good(nc, window))
+    try:
+        await asyncio.wait({finishing, lost}, return_when=asyncio.FIRST_COMPLETED)
+        if not finishing.done():
+            log.warning("the bus has been gone for %g s: stopping without the work in flight", window)
+    finally:
+        for task in (finishing, lost):
+            task.cancel()
+        await asyncio.gather(finishing, lost, return_exceptions=True)
 
 
 def worker_role_name(
@@ -207,13 +245,16 @@ async def _start(
     (model functions, policy followers)."""
     consumers: list[TaskConsumer] = []
     models: list[object] = []
+    off_loop = OffLoop(options.limits.cpu_bound_calls)  # shared: its bound is the worker's
     try:
         for spec in specs:
             if isinstance(spec, Environment):
                 if spec.startup is not None:
-                    spec.startup()
+                    # Off the loop: a start-up that imports for seconds would stall the
+                    # connection's pings and lose it before the worker served anything.
+                    await asyncio.to_thread(spec.startup)
                 state = await KvSessions.open(js, spec.name, options.timeouts.session_ttl)
-                served = environment_service(spec, state, nc, options.timeouts)
+                served = environment_service(spec, state, nc, options.timeouts, off_loop)
                 await host.add(served)
             elif isinstance(spec, Model):
                 model_options = options.model

@@ -237,7 +237,7 @@ async def run_rollout(
     Each run gets a fresh session, so a task redelivered after a worker died starts from a
     clean seed rather than from the dead attempt's half-changed state; for the same reason a
     rollout whose tool call was lost (`ToolCallLost`) starts over in-process, up to
-    `ROLLOUT_RESTART.attempts` times (counted in `call_retries`). The row carries how it ran
+    `ROLLOUT_RESTART.attempts` times (counted in `restarts`). The row carries how it ran
     under `_gymbus` (attempt, delivery, retries) and, from the second attempt on, NeMo Gym's
     `_ng_attempt_index`.
     """
@@ -275,8 +275,8 @@ async def _restarting(
             wait = ROLLOUT_RESTART.delay(restart)
             if restart + 1 >= ROLLOUT_RESTART.attempts or time.time() + wait >= deadline:
                 raise RolloutFailed("tool_failed", f"{exc}; tried {restart + 1} times") from None
-            stats.call_retries += 1
-            log.info("rollout of %s starts over: %s", agent.name, exc)
+            stats.restarts += 1
+            log.warning("rollout of %s starts over: %s", agent.name, exc)
             await asyncio.sleep(wait)
     raise AssertionError("unreachable: the last attempt returns or raises")
 

@@ -67,6 +67,7 @@ from ._dead_letters import ExhaustedTasks
 from ._publish import TaskPublisher, task_headers
 from ._pull import Puller
 from ..cluster import open_key_value
+from ..connection import lost_for_good
 from ._runkeys import RUNS_BUCKET, run_key, task_token, token_matches
 from ._streams import ensure_streams, pull_results, results_consumer
 
@@ -294,6 +295,11 @@ class RunClient:
     @property
     def _progress_key(self) -> str:
         return f"{self.run_id}.progress"
+
+    async def lost_for_good(self, window: float) -> None:
+        """Return once the bus has been gone `window` seconds on end (`lost_for_good`): the
+        results still awaited cannot come. Never returns while the connection stays up."""
+        await lost_for_good(self.nc, window)
 
     async def close(self, *, forget: bool) -> None:
         """Stop reading results; `forget` also withdraws its tasks still queued and deletes

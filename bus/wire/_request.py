@@ -6,7 +6,11 @@ is minutes. So a service host sends a keep-alive (an empty message with the head
 `Gym-Working`) to the reply subject every `Timeouts.keepalive` seconds while a request
 runs, and a requester that hears nothing for `Timeouts.silence` seconds gives up with
 `WorkerSilent`, a `RequestTimeout` (transient: the caller may try again; whether the work
-was done is unknown). One wildcard inbox subscription
+was done is unknown). The limit is a measure of the signal, not of the work: a call may run
+for as long as its timeout while its keep-alives come. It grows with the gaps measured
+between a call's keep-alives (a worker on a busy machine sends them late), up to
+`Timeouts.silence_most`, and time this process itself could not listen (its own loop held)
+is not counted as the worker's silence. One wildcard inbox subscription
 per connection carries every reply and keep-alive; its silence watcher ends when the
 connection closes, failing what still waits with `BusUnavailable`.
 """
@@ -55,6 +59,16 @@ class _Waiting:
     heard: float
     silence: float
 
+    def beat(self, now: float) -> None:
+        """A keep-alive came: the silence allowed grows to `_GAPS` times the longest gap so far."""
+        gap = now - self.heard
+        self.heard = now
+        self.silence = max(self.silence, min(DEFAULT_TIMEOUTS.silence_most, _GAPS * gap))
+
+
+_GAPS = 2.5
+"""A worker is silent after this many of its longest gap between keep-alives (and `silence`)."""
+
 
 class _Requester:
     """The replies of one connection, matched to their requests by inbox token."""
@@ -88,10 +102,11 @@ class _Requester:
         waiting = self.waiting.get(msg.subject[len(self.prefix) :])
         if waiting is None or waiting.reply.done():
             return
-        waiting.heard = time.monotonic()
         headers = msg.headers
         if headers and WORKING in headers:
+            waiting.beat(time.monotonic())
             return
+        waiting.heard = time.monotonic()
         if headers and headers.get(_STATUS) == _NO_RESPONDERS and not msg.data:
             waiting.reply.set_exception(NoResponders("nobody serves it"))
         else:
@@ -100,9 +115,19 @@ class _Requester:
     async def _watch_silence(self) -> None:
         # Ends with its connection: a watcher left running would keep waking, and keep
         # the closed client (and this requester) alive for good.
+        check = DEFAULT_TIMEOUTS.silence_check
+        last = time.monotonic()
         while not self.nc.is_closed:
-            await asyncio.sleep(DEFAULT_TIMEOUTS.silence_check)
+            await asyncio.sleep(check)
             now = time.monotonic()
+            held, last = now - last - check, now
+            if held > check:
+                # This process's loop was held (its own work, a busy machine): what came
+                # meanwhile is still unread, and the time it could not listen is not the
+                # workers' silence. Look again once the loop has read it.
+                for waiting in self.waiting.values():
+                    waiting.heard += held
+                continue
             for waiting in list(self.waiting.values()):
                 if now - waiting.heard > waiting.silence and not waiting.reply.done():
                     waiting.reply.set_exception(

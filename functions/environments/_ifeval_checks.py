@@ -33,6 +33,15 @@ def _langdetect() -> tuple[Callable[[str], str], type[Exception]]:
     return langdetect.detect, langdetect.LangDetectException
 
 
+def load_libraries() -> None:
+    """Import and load what the checks use (NLTK's tokenizers, langdetect's language
+    profiles): seconds on a busy machine, which a worker spends at start-up."""
+    word_tokenize("Warm up.")
+    count_words("Warm up.")
+    count_sentences("Warm up. Twice.")
+    _detect_language("This sentence is written in English.")
+
+
 def _detect_language(text: str) -> str | None:
     """The ISO 639-1 code langdetect reads in `text`, or `None` if it cannot tell."""
     detect, undetectable = _langdetect()

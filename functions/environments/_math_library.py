@@ -3,8 +3,10 @@
 `math-verify` parses the gold answer as LaTeX (wrapped in `\\boxed{}`) and the response
 as a plain expression or LaTeX, and compares them with SymPy. SymPy can hang on hostile
 input, so each check runs in a forked child that is killed at the timeout; a timeout, a
-crash or an exception scores 0.0, as in NeMo Gym. The library is imported once in the
-worker (on first use) so the forked children start warm; at most `max_children` checks
+crash or an exception scores 0.0, as in NeMo Gym. Processes, not threads: a thread stuck in
+SymPy cannot be stopped. The library (SymPy behind it: seconds on a busy machine) is
+imported once in the worker at start-up (`load_library`), not by its first check on the
+worker's event loop, so the forked children start warm; at most `max_children` checks
 (NeMo Gym's `library_verifier_max_concurrency`) run at a time per worker.
 """
 
@@ -23,7 +25,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-__all__ = ["MAX_CHILDREN", "library_check", "strip_math_delimiters"]
+__all__ = ["MAX_CHILDREN", "library_check", "load_library", "strip_math_delimiters"]
 
 MAX_CHILDREN = 32
 """Checks running at once in one worker by default (NeMo Gym's `library_verifier_max_concurrency`)."""
@@ -60,6 +62,11 @@ def _verifier() -> tuple[Callable[..., Any], Callable[..., bool]]:
         pred_extraction_target=(ExprExtractionConfig(), LatexExtractionConfig()),
     )
     return metric, grader.verify
+
+
+def load_library() -> None:
+    """Import math-verify (and SymPy) in this process: a worker's start-up."""
+    _verifier()
 
 
 def _check(expected: str, generated: str) -> Outcome:
@@ -130,7 +137,7 @@ async def library_check(
     (which math-verify cannot read an answer from) without starting a child."""
     if not generated.strip():
         return 0.0, None
-    _verifier()  # imported in the parent, so every child starts with it loaded
+    _verifier()  # imported in the parent (at start-up in a worker): every child starts with it loaded
     slots = _slots.setdefault(asyncio.get_running_loop(), {})
     async with slots.setdefault(max_children, asyncio.Semaphore(max_children)):
         context = multiprocessing.get_context("fork")

@@ -19,6 +19,11 @@ an empty response, an empty instruction list, lists of different lengths or an u
 `grading_mode` give reward 0 with an `error_type` instead of a server error or a
 reward for text never checked; a missing kwarg is "not followed" instead of a random
 default.
+
+The checks are Python (NLTK's tokenizers, langdetect, regular expressions over the whole
+response), a long response takes a while, so the environment is `cpu_bound`: its calls run
+in threads, off the worker's event loop (not in child processes: a check is cheaper than
+starting one). A worker loads NLTK and langdetect at start-up.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from gymbus.schemas import Item, VerifyRequest, VerifyResult
 
 from .._spec import Environment, Session
 from . import _ifbench_train_checks, _ifeval_checks  # noqa: F401  (they fill the registry)
+from ._ifeval_checks import load_libraries
 from ._instruction_registry import REGISTRY, check_instruction
 
 __all__ = ["ENVIRONMENT", "SUPPORTED_INSTRUCTIONS", "last_item_text"]
@@ -138,4 +144,6 @@ ENVIRONMENT = Environment(
     verify_request=InstructionFollowingVerifyRequest,
     agents=("instruction_following_simple_agent",),
     description="IFEval/IFBench verifiable instructions; binary or fraction reward (NeMo Gym's rules).",
+    startup=load_libraries,
+    cpu_bound=True,
 )

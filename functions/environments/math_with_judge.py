@@ -59,7 +59,7 @@ from ._judge import (
     judge_prompt,
     judge_text,
 )
-from ._math_library import library_check
+from ._math_library import library_check, load_library
 from ._pass_k import Scored, answer_digest, field_value, highest_k, pass_majority, per_task_summary
 from ._settings import settings
 
@@ -206,4 +206,5 @@ ENVIRONMENT = Environment(
     metrics=TaskMetrics(
         project=_project, compute=_compute, per_task=per_task_summary, key_metrics=_key_metrics
     ),
+    startup=load_library,
 )

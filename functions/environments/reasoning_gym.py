@@ -14,8 +14,13 @@ empty response or a scorer that raises give reward 0 with an `error_type`
 `task_rows` generates rows in NeMo Gym's format for any task; the command line for it is
 `scripts/reasoning_gym_dataset.py --task mini_sudoku --size 2000 --seed 42 --output FILE`.
 
-The library (with matplotlib, SymPy and NumPy behind it) takes about a second to import,
-so it is imported by the first verification, not when a worker starts.
+The library (with matplotlib, SymPy and NumPy behind it) takes a second to import on an
+idle machine and several on a busy one: a worker imports it at start-up, before it says
+it is ready, so no rollout waits for it. Its scorers are Python code, some slow (a
+sudoku's check, a SymPy comparison), so the environment is `cpu_bound`: its calls run in
+threads, off the worker's event loop. Not in child processes: a scorer is cheap next to
+starting one, and building each task's dataset object once per process would be repeated
+per child.
 """
 
 from __future__ import annotations
@@ -66,6 +71,13 @@ def _scorer(task_name: str) -> Callable[..., float]:
 
     scorer: Callable[..., float] = reasoning_gym.get_score_answer_fn(task_name)
     return scorer
+
+
+def _import_library() -> None:
+    import reasoning_gym
+    import reasoning_gym.utils  # noqa: F401  (extract_answer's)
+
+    del reasoning_gym
 
 
 def _failed(task: str | None, answer: str | None, error_type: str, message: str) -> ReasoningGymResult:
@@ -132,4 +144,6 @@ ENVIRONMENT = Environment(
     verify_request=ReasoningGymVerifyRequest,
     agents=(AGENT,),
     description="reasoning-gym procedural tasks scored by the library's own scorers (NeMo Gym's rules).",
+    startup=_import_library,
+    cpu_bound=True,
 )

@@ -3,6 +3,7 @@ serving the environment for the length of the check."""
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -61,4 +62,5 @@ async def run_check(
                 async with open_bus(bus.url, name="gym-runner check", timeouts=timeouts, auth=worker, role="worker") as calls:
                     return await check_environment(calls, contract, timeouts, monitor=bus)
             finally:
-                workers.stop(timeouts.drain)
+                # In a thread: the connection keeps answering the server's pings meanwhile.
+                await asyncio.to_thread(workers.stop, timeouts.drain)

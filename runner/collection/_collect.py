@@ -293,7 +293,7 @@ async def _run(state: _RunState, watchdog: Coroutine[Any, Any, None]) -> dict[st
     materialized = MaterializedInputs(OutputPaths.for_output(options.output))
     expiry = asyncio.create_task(_expire_forever(state.ledger, state.sink, state.client))
     watching = asyncio.create_task(watchdog, name="the process watch")
-    publishing = asyncio.create_task(_publish_all(state, materialized))
+    publishing = asyncio.create_task(_publish_unless_bus_lost(state, materialized))
     try:
         return await _supervised(publishing, expiry, watching, state.sink.loop_task)
     finally:
@@ -321,8 +321,38 @@ def _raise_if_gone(server: EmbeddedServer | None, cause: BaseException | None = 
         raise BusUnavailable(f"the embedded nats-server exited with code {code}") from cause
 
 
-async def _publish_all(state: _RunState, materialized: MaterializedInputs) -> dict[str, int]:
+async def _publish_unless_bus_lost(state: _RunState, materialized: MaterializedInputs) -> dict[str, int]:
+    """`_publish_all`, which a stopping run (after one Ctrl-C or SIGTERM) gives up once the
+    bus has been gone for `Timeouts.reconnect_window`: then none of the rollouts in flight
+    can be written, and waiting for them (up to their deadlines) would only keep a
+    terminal, or a pod's shutdown, waiting. They stay for `--resume`."""
     counts = {"skipped": 0, "done_before": 0}
+    publishing = asyncio.create_task(_publish_all(state, materialized, counts))
+    lost = asyncio.create_task(_lost_for_good_while_stopping(state))
+    try:
+        await asyncio.wait({publishing, lost}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (publishing, lost):
+            task.cancel()
+        await asyncio.gather(publishing, lost, return_exceptions=True)
+    if not publishing.cancelled():
+        publishing.result()  # raises what ended it
+    return counts
+
+
+async def _lost_for_good_while_stopping(state: _RunState) -> None:
+    await state.stop_publishing.wait()
+    window = state.options.timeouts.reconnect_window
+    await state.client.lost_for_good(window)
+    state.view.note(
+        f"the bus has been gone for {window:g} s: stopping without the "
+        f"{plural(len(state.ledger.in_flight), 'rollout')} in flight"
+    )
+
+
+async def _publish_all(
+    state: _RunState, materialized: MaterializedInputs, counts: dict[str, int]
+) -> None:
     timeouts = state.options.timeouts
     async for item in state.plan.rollouts():
         if state.stop_publishing.is_set():
@@ -344,7 +374,6 @@ async def _publish_all(state: _RunState, materialized: MaterializedInputs) -> di
         await materialized.complete()
     await state.client.wait_submitted()
     await _wait_settled(state.ledger, state.stop_publishing)
-    return counts
 
 
 async def _supervised(work: asyncio.Task[_T], *helpers: asyncio.Task[Any] | None) -> _T:

@@ -84,6 +84,7 @@ class ResultSink:
         self.failed = FailureTally()
         self.view = view
         self.loop_task: asyncio.Task[None] | None = None
+        self.restarts_said = 0
 
     def start(self) -> None:
         """Start writing the run's results as they come."""
@@ -129,10 +130,23 @@ class ResultSink:
         if FAILURE_CLASS in fields:
             self.failures.add(row)
             self.failed.add(fields)
-            self.metrics.add_failure(agent)
+            self.metrics.add_failure(agent, fields)
         else:
             self.rollouts.add(row)
             self.metrics.add(agent, fields)
+        self._say_restarts()
+
+    def _say_restarts(self) -> None:
+        """Say on the terminal when rollouts start over often (3 or more, and 5% of those
+        written), and again each time their number doubles: each paid its model calls again."""
+        restarts = self.metrics.restarts
+        written = self.rollouts.lines + self.failures.lines
+        if restarts >= max(3, 2 * self.restarts_said) and restarts >= 0.05 * written:
+            self.restarts_said = restarts
+            self.view.note(
+                f"{restarts:,} rollout restart(s) so far ({written:,} rollouts written): a call's "
+                "worker went silent mid-call (busy past its keep-alives, or dead); see the workers' logs"
+            )
 
     def record(self, seq: int, row: bytes) -> None:
         """Settle `seq` with a row made by the runner itself (a bad input row, an expired task)."""

@@ -53,6 +53,9 @@ def result_line(result: CollectResult) -> str:
         line += f"; {plural(result.failed, 'failure')}"
     if result.skipped:
         line += f"; {result.skipped:,} done by an earlier run"
+    if result.metrics.restarts:
+        restarts = plural(result.metrics.restarts, "restart")
+        line += f"; {restarts} (rollouts started over, model calls paid again)"
     return line
 
 
@@ -79,6 +82,10 @@ def agent_lines(result: CollectResult) -> list[str]:
         line = f"{name}: {plural(agent.rollouts, 'rollout')}"
         if agent.failures:
             line += f", {agent.failures:,} failed"
+        if agent.restarts:
+            line += f", {agent.restarts:,} restarted"
+        if agent.redelivered:
+            line += f", {agent.redelivered:,} redelivered"
         reward = agent.fields.get("reward")
         if reward is not None and reward.count:
             line += f", mean reward {reward.mean:.3f}"

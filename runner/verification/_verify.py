@@ -206,7 +206,8 @@ async def verify_rollouts(
                 await _verify_all(verification, report, view, stop or asyncio.Event())
             finally:
                 if workers is not None:
-                    workers.stop(options.timeouts.drain + 5)
+                    # In a thread: the connection keeps answering the server's pings meanwhile.
+                    await asyncio.to_thread(workers.stop, options.timeouts.drain + 5)
     finally:
         if inputs is not None:
             inputs.close()

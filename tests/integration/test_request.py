@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
+import time
 import weakref
 
 import pytest
@@ -53,3 +55,57 @@ async def test_a_request_waiting_when_its_connection_closes_fails_as_bus_unavail
     await client.close()
     with pytest.raises(schemas.BusUnavailable):
         await asyncio.wait_for(waiting, timeout=5)
+
+
+class SlowResponder:
+    """Answers `subject` on a connection of its own, in a thread of its own (so the test's
+    loop can be held without holding it): keep-alives `gaps` seconds apart, then the reply."""
+
+    def __init__(self, url: str, subject: str, gaps: list[float]) -> None:
+        self.url, self.subject, self.gaps = url, subject, gaps
+        self.ready = threading.Event()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
+
+    def __enter__(self) -> SlowResponder:
+        self.thread.start()
+        assert self.ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join(10)
+
+    async def _serve(self) -> None:
+        client = await bus.connect(self.url, name="slow responder")
+
+        async def answer(msg: Msg) -> None:
+            for gap in self.gaps:
+                await asyncio.sleep(gap)
+                await client.publish(msg.reply, b"", headers={schemas.WORKING: "1"})
+            await msg.respond(b"done")
+
+        await client.subscribe(self.subject, cb=answer)
+        await client.flush()
+        self.ready.set()
+        while not self.done.is_set():
+            await asyncio.sleep(0.05)
+        await client.close()
+
+
+async def test_a_requester_whose_own_loop_was_held_does_not_call_its_worker_silent(
+    nc: Client, nats_url: str
+) -> None:
+    with SlowResponder(nats_url, "test.request.held", gaps=[0.5] * 12):
+        waiting = asyncio.create_task(bus.request(nc, "test.request.held", b"", timeout=30, silence=2))
+        await asyncio.sleep(0.5)
+        time.sleep(4)  # this process computes; the worker's keep-alives wait unread
+        assert await waiting == b"done"
+
+
+async def test_a_worker_whose_keep_alives_come_late_is_given_longer(nc: Client, nats_url: str) -> None:
+    with SlowResponder(nats_url, "test.request.late", gaps=[1.5, 3.0, 3.0]):
+        assert await bus.request(nc, "test.request.late", b"", timeout=30, silence=2) == b"done"
+    with SlowResponder(nats_url, "test.request.gone", gaps=[0.5, 30.0]):  # a long gap is still silence
+        with pytest.raises(schemas.RequestTimeout, match="no sign of work"):
+            await bus.request(nc, "test.request.gone", b"", timeout=30, silence=2)

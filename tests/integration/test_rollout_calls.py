@@ -44,7 +44,8 @@ async def test_transient_model_failures_are_retried_and_counted(
     await host.add(model_service("flaky", "policy", flaky(failures)))
     row = await rollout(nc, weather_rows[0])
     assert row["reward"] == 1.0 and "_ng_failure_class" not in row
-    assert row["_gymbus"] == {"attempt": 0, "delivery": 1, "model_retries": 2, "call_retries": 0}
+    stats = {"attempt": 0, "delivery": 1, "model_retries": 2, "call_retries": 0, "restarts": 0}
+    assert row["_gymbus"] == stats
 
 
 async def test_a_permanent_model_failure_fails_the_rollout_without_retries(

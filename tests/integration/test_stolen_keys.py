@@ -97,6 +97,7 @@ def test_a_producer_key_cannot_wipe_read_forge_or_overfill_claims_while_a_collec
         _worker(WEATHER_AGENT, _env(url, creds[AGENT_ROLE]), tmp_path / "agent.log"),
         _worker("offline", _env(url, creds["model-policy"]), tmp_path / "model.log"),
     ]
+    runner: subprocess.Popen[bytes] | None = None
     try:
         for log in ("env.log", "agent.log", "model.log"):
             wait_until(lambda log=log: "ready:" in (tmp_path / log).read_text(errors="replace"), 60, log)
@@ -112,9 +113,8 @@ def test_a_producer_key_cannot_wipe_read_forge_or_overfill_claims_while_a_collec
         assert runner.poll() is None, "the collection ended before the attack did"
         assert runner.wait(180) == 0, (tmp_path / "runner.log").read_text()[-3000:]
     finally:
-        for worker in workers:
-            worker.terminate()
-            worker.wait(30)
+        for process in (*workers, *([runner] if runner is not None else [])):
+            _stop(process)
     assert stored <= BOUND
     result = tally(out, keys)
     assert (result.written, result.lost, result.duplicated, result.failed) == (ROWS, 0, 0, 0)
@@ -122,6 +122,16 @@ def test_a_producer_key_cannot_wipe_read_forge_or_overfill_claims_while_a_collec
     names = ("gym-runner collect", f"gym-worker:{WEATHER}", "gym-worker:offline")
     refused = [line for line in servers.log(0).splitlines() if "Violation" in line and any(n in line for n in names)]
     assert not refused  # every legitimate role had what it needed
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 30 s: a failed test leaves nothing running."""
+    process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 async def _make_store(servers: NatsServers, layout: SecureLayout) -> None:
@@ -157,10 +167,7 @@ async def _attack_as_producer(servers: NatsServers, layout: SecureLayout, out: P
         theirs = f"gym.claims.{AGENT_ROLE}.{runner}.x.0"  # bodies addressed to an agent
         await _refused(producer, js.get_msg(stream, subject=theirs, direct=True), bus.subjects.claim_reads(theirs))
         assert await bus.wire.check_out(agent_nc, b"", claim, release_it=True) == canary  # nothing wiped
-        stored = await _overfill(js, admin.jetstream(), me)
-        with pytest.raises(schemas.ClaimStoreFull, match="full"):  # GymBus's own client says so too
-            await bus.wire.check_in(producer, bus.subjects.tasks(WEATHER_AGENT), b"x" * (BOUND + 1), None, ttl=2)
-        return stored
+        return await _overfill(producer, admin.jetstream(), me)
     finally:
         for nc in (agent_nc, runner_nc, producer, admin):
             await nc.close()
@@ -174,18 +181,29 @@ async def _wait_for_a_claim(admin: Client) -> None:
         await asyncio.sleep(0.05)
 
 
-async def _overfill(js: JetStreamContext, admin: JetStreamContext, me: str) -> int:
-    """Write its own 128 KiB chunks (short-lived, so the collection gets room again) until
-    the server refuses one: the bound holds. The store's bytes then."""
+async def _overfill(producer: Client, admin: JetStreamContext, me: str) -> int:
+    """Write its own 128 KiB chunks until the server refuses one: the bound holds, and
+    GymBus's own client says the store is full. The store's bytes then. The chunks live
+    long enough to pile up however slow the machine (short-lived ones could expire as fast
+    as they are written), and go once refused, so the collection gets room again."""
+    js = producer.jetstream(timeout=30)
     chunk = b"z" * (128 * 1024)
     stream = bus.subjects.CLAIMS_STREAM
-    for index in range(BOUND // len(chunk) + 10):
-        try:
-            await js.publish(f"gym.claims.{AGENT_ROLE}.{me}.fill.{index}", chunk, msg_ttl=3)
-        except nats.js.errors.APIError as exc:
-            assert exc.err_code == 10077 and "maximum bytes" in (exc.description or ""), exc
-            return (await admin.stream_info(stream)).state.bytes
-    raise AssertionError("the claim store took more than its bound")
+    mine = f"gym.claims.{AGENT_ROLE}.{me}.fill"
+    try:
+        for index in range(BOUND // len(chunk) + 10):
+            try:
+                await js.publish(f"{mine}.{index}", chunk, msg_ttl=300)
+            except nats.js.errors.APIError as exc:
+                assert exc.err_code == 10077 and "maximum bytes" in (exc.description or ""), exc
+                stored = (await admin.stream_info(stream)).state.bytes
+                with pytest.raises(schemas.ClaimStoreFull, match="full"):
+                    body = b"x" * (BOUND + 1)  # more than the bound, whatever the collection frees meanwhile
+                    await bus.wire.check_in(producer, bus.subjects.tasks(WEATHER_AGENT), body, None, ttl=2)
+                return stored
+        raise AssertionError("the claim store took more than its bound")
+    finally:
+        await admin.purge_stream(stream, subject=f"{mine}.>")
 
 
 async def test_an_environment_key_cannot_publish_into_the_runners_inbox_space(

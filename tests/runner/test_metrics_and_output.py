@@ -144,3 +144,18 @@ def test_a_partial_last_line_is_cut_reading_back_from_the_end(
     path.write_bytes(data)
     _cut_partial_line(path, chunk)
     assert path.read_bytes() == kept
+
+
+def test_restarts_and_redeliveries_are_counted_per_agent_and_in_all() -> None:
+    metrics = Metrics(task_metrics={})
+    ran = [{"restarts": 2, "delivery": 1}, {"restarts": 0, "delivery": 3}, {"restarts": 1, "delivery": 1}]
+    for stats in ran[:2]:
+        metrics.add("a", row_fields(json.dumps({"reward": 1.0, "_gymbus": stats}).encode()))
+    failed = json.dumps({"_ng_failure_class": "tool_failed", "_gymbus": ran[2]}).encode()
+    metrics.add_failure("a", row_fields(failed))
+    metrics.add("b", row_fields(row(1.0, 1)))  # a row with no stats (an older run's)
+    a, b = metrics.aggregate()
+    assert a["gymbus"] == {"restarts": 3, "redelivered": 2}
+    assert b["gymbus"] == {"restarts": 0, "redelivered": 0}
+    assert metrics.restarts == 3
+    assert "restart" not in a["agent_metrics"]  # NeMo Gym's own metrics are left as they are

@@ -83,3 +83,13 @@ def test_agreeing_metrics_are_named_together_at_higher_k() -> None:
             metrics.add(MCQA, row_fields(json.dumps(row).encode()))
     [line] = agent_lines(result(6, 0, 6, metrics))
     assert "accuracy pass@1[avg-of-2] = majority@2 = pass@1 100.0%" in line
+
+
+def test_restarted_rollouts_are_said_in_the_summary_and_per_agent() -> None:
+    metrics = Metrics(task_metrics={})
+    stats = {"restarts": 2, "delivery": 2}
+    metrics.add(MCQA, row_fields(json.dumps({"reward": 1.0, "_gymbus": stats}).encode()))
+    said = "; 2 restarts (rollouts started over, model calls paid again)"
+    assert result_line(result(1, 0, 1, metrics)).endswith(said)
+    assert "2 restarted, 1 redelivered" in agent_lines(result(1, 0, 1, metrics))[0]
+    assert "restart" not in result_line(result(1, 0, 1))
