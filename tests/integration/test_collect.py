@@ -135,7 +135,7 @@ def test_bad_rows_go_to_failures_and_good_rows_are_still_collected(tmp_path: Pat
     assert f"{source}:4: field `_ng_task_index`" in messages[2]
     assert messages[3] == (
         f"{source}:5: field `agent_ref`: no worker serves gym.agent.nobody_serves_this_agent.run: "
-        "nobody_serves_this_agent is not a built-in agent"
+        "nobody_serves_this_agent is neither a built-in agent nor an installed one"
     )
     assert [row["_ng_failure_class"] for row in failures.values()] == ["invalid_input"] * 3 + ["no_worker"]
     assert "failures" in done.stderr
