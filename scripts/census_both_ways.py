@@ -130,6 +130,13 @@ def _failure_reason(*files: Path) -> str:
     return ""
 
 
+def _server_said(log: Path) -> str:
+    """What a NeMo Gym server answered last with an error, from `ng_run`'s log: its client's
+    failure names only the agent's 500."""
+    found = [line for line in log.read_text(errors="replace").splitlines() if "Response content:" in line]
+    return f" (a server said: {found[-1].split('Response content:', 1)[1].strip()[:200]})" if found else ""
+
+
 def _with_indices(stored: Path, target: Path, agent: str) -> Path:
     """The stored rollouts, each with a task and rollout index (its line's, where it has none),
     naming `agent` (stored rollouts may name an agent of another of the server's configs)."""
@@ -312,7 +319,7 @@ async def both_ways(
                 said = _failure_reason(work / "nemo_gym_failures.jsonl") or output.with_suffix(".log").read_text(
                     errors="replace")[-3000:]  # fmt: skip
                 side.outcome, why = classify(said)
-                side.why = f"collect ({side.failed}/{side.rows} failed, exit {status}): {why}"
+                side.why = f"collect ({side.failed}/{side.rows} failed, exit {status}): {why}{_server_said(own.log)}"
     finally:
         await asyncio.to_thread(own.stop)
     if reverify is not None and side.outcome == "works":

@@ -205,6 +205,7 @@ _WORDY = (
     (re.compile(r" \(as stored: they are of other rows than example\.jsonl\)"), " of rows not in example"),
     (re.compile(r"verify failed \(\w+\): NeMo Gym server \S+ refused the request to (\S+)"), r"\1"),
     (re.compile(r"agent_failed: NeMo Gym server \S+ failed on /run \(500\): "), ""),
+    (re.compile(r", url='http://127\.0\.0\.1:\d+(/\S*)'"), r" on \1"),  # a port of this run
 )
 
 

@@ -151,7 +151,8 @@ def _text_options(params: ResponsesCreateParams) -> dict[str, Any]:
     options: dict[str, Any] = {}
     form = text.get("format")
     if isinstance(form, dict) and form.get("type") == "json_schema":
-        schema = {key: form[key] for key in ("name", "schema", "strict", "description") if form.get(key) is not None}
+        kept = ("name", "schema", "strict", "description")
+        schema = {key: form[key] for key in kept if form.get(key) is not None}
         options["response_format"] = {"type": "json_schema", "json_schema": schema}
     elif isinstance(form, dict) and form.get("type") == "json_object":
         options["response_format"] = {"type": "json_object"}

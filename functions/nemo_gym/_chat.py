@@ -97,9 +97,10 @@ def params_from_chat(chat: dict[str, Any]) -> ResponsesCreateParams:
 def _refuse_uncarried(chat: dict[str, Any]) -> None:
     unknown = sorted(set(chat) - {*_SAME, *_EXTRA_BODY, *_MAPPED, "audio"})
     if unknown:
-        raise BadRequest(f"chat completion request field(s) {', '.join(map(repr, unknown))} are not Chat Completions fields NeMo Gym accepts")
+        named = ", ".join(map(repr, unknown))
+        raise BadRequest(f"chat completion request field(s) {named}: not in NeMo Gym's Chat Completions")
     if chat.get("n") not in (None, 1):
-        raise BadRequest(f"chat completion request asks for n={chat['n']!r} choices; the model shim returns one")
+        raise BadRequest(f"chat completion request asks for n={chat['n']!r} choices; the shim returns one")
     if chat.get("stream"):
         raise BadRequest("chat completion request asks to stream; the model shim answers whole completions")
     if chat.get("audio") is not None:

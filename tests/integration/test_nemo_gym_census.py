@@ -35,7 +35,7 @@ EXPECTED = {
     "mcqa": "works on both",  # its stored rollouts re-verified by both, row 3 included
     "workplace_assistant": "works on both",
     "math_advanced_calculations": "works on both",
-    "grl_sokoban": "works on both",
+    "grl_sokoban": "fails on both",  # the policy's text is no Sokoban action, on either side
     "math_with_judge": "works on both",  # judged by the policy model, by name
     "verifif": "works on both",  # judged with Chat Completions at the policy's URL
     "example_single_tool_call": "works on both",
@@ -79,7 +79,10 @@ def test_the_census_runs_nemo_gyms_own_stack_beside_gymbus_and_finds_no_differen
         assert row["reward_mismatches"] == [] and row["request_mismatches"] == [], server
         assert row["requests"]["nemo_gym"] == row["requests"]["gymbus"] > 0, server
         for side in (row["nemo_gym"], row["gymbus"]):
-            assert (side["rows"], side["ok"], side["failed"]) == (3, 3, 0), (server, side)
+            done = (3, 0, 3) if server == "grl_sokoban" else (3, 3, 0)
+            assert (side["rows"], side["ok"], side["failed"]) == done, (server, side)
+    for side in ("nemo_gym", "gymbus"):  # the same reason on both sides, said by the server
+        assert "Unable to parse action from response" in results["grl_sokoban"][side]["why"], side
     # NeMo Gym's stored rollouts of its example rows (2 of iheval's first 3), re-verified by both.
     for server, stored in (("iheval", 2), ("mcqa", 3)):
         assert results[server]["nemo_gym"]["reverified"] == results[server]["gymbus"]["reverified"] == stored
