@@ -29,14 +29,15 @@ LIST = Path(__file__).with_name("nemo_gym_servers.txt")
 BUILT = {line.split()[0] for line in LIST.read_text().splitlines() if line.strip() and not line.startswith("#")}
 """The servers scripts/install-nemo-gym.sh builds (CI among them)."""
 EXPECTED = {
-    # Both sides run them alike; where both fail, for the same reason.
+    # Both sides run them alike; where both fail, for the same reason. math_with_judge is
+    # not among them yet: one full run gave its row r2 0.0 on NeMo Gym's side and 1.0 on
+    # GymBus's (other runs agreed), a difference still to explain, not to hide in a retry.
     "bbq": "works on both",  # its judge's JSON schema and seed reach the endpoint from both sides
     "iheval": "works on both",  # collected, and NeMo Gym's own rollouts re-verified
     "mcqa": "works on both",  # its stored rollouts re-verified by both, row 3 included
     "workplace_assistant": "works on both",
     "math_advanced_calculations": "works on both",
     "grl_sokoban": "fails on both",  # the policy's text is no Sokoban action, on either side
-    "math_with_judge": "works on both",  # judged by the policy model, by name
     "verifif": "works on both",  # judged with Chat Completions at the policy's URL
     "example_single_tool_call": "works on both",
     "example_multi_turn_gymnasium": "works on both",  # its own NeMo Gym agent, hosted
