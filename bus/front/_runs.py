@@ -40,7 +40,7 @@ from gymbus.schemas import (
 )
 
 from ..connection import Bus
-from ..run import RunClient
+from ..run import EXPIRED, RunClient, given_up_message
 
 __all__ = ["Outcome", "OutcomeStatus", "RolloutRequests"]
 
@@ -116,7 +116,7 @@ class RolloutRequests:
             async with asyncio.timeout(self._timeouts.rollout + self._timeouts.result_grace):
                 return await waiting
         except TimeoutError:
-            return Outcome(OutcomeStatus.LOST, message="no result arrived before the rollout's deadline")
+            return Outcome(OutcomeStatus.LOST, message=EXPIRED)
         except (BusUnavailable, ClaimStoreFull) as exc:
             return Outcome(OutcomeStatus.UNAVAILABLE, message=f"the task could not be sent: {exc}")
         except PayloadTooLarge as exc:
@@ -125,11 +125,7 @@ class RolloutRequests:
             self._waiting.pop(seq, None)
 
     def _given_up(self, seq: int, deliveries: int) -> None:
-        message = (
-            f"the task was delivered {deliveries} times and never finished: its agent worker "
-            "died or hung on it each time"
-        )
-        self._resolve(seq, Outcome(OutcomeStatus.LOST, message=message))
+        self._resolve(seq, Outcome(OutcomeStatus.LOST, message=given_up_message(deliveries)))
 
     def _resolve(self, seq: int, outcome: Outcome) -> None:
         waiting = self._waiting.get(seq)

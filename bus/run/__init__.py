@@ -4,7 +4,7 @@ asked for outside a rollout (`Verifier`).
 """
 
 from ._run_client import RunClient, RunResult
-from ._run_book import RunBook, Submitted, not_served, unserved_row
+from ._run_book import EXPIRED, RunBook, Submitted, given_up_message, not_served, unserved_row
 from ._publish import TaskPublisher, task_headers
 from ._runkeys import run_key, task_token, token_matches
 from ._pull import Puller
@@ -15,6 +15,7 @@ from ._streams import add_results_consumer, ensure_streams, pull_results, result
 __all__ = [
     "ExhaustedTasks",
     "Puller",
+    "EXPIRED",
     "RunBook",
     "RunClient",
     "RunResult",
@@ -23,6 +24,7 @@ __all__ = [
     "Verifier",
     "add_results_consumer",
     "ensure_streams",
+    "given_up_message",
     "not_served",
     "pull_results",
     "results_consumer",

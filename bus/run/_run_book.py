@@ -27,12 +27,13 @@ from gymbus.schemas import failure_row
 
 from ..wire import subjects
 
-__all__ = ["RunBook", "Submitted", "not_served", "unserved_row"]
+__all__ = ["EXPIRED", "RunBook", "Submitted", "given_up_message", "not_served", "unserved_row"]
 
 EXPIRED = "no result arrived before the rollout's deadline; the rollout was dropped"
 
 
-def _given_up_message(deliveries: int) -> str:
+def given_up_message(deliveries: int) -> str:
+    """Why a task JetStream stopped delivering has no result."""
     return (
         f"the task was delivered {deliveries} times and never finished: its agent worker "
         "died or hung on it each time (see the workers' log)"
@@ -89,7 +90,7 @@ class RunBook:
         """JetStream gave up on task `seq` after `deliveries`: its failure row, or `None`
         if it had already ended."""
         entry = self.in_flight.pop(seq, None)
-        return None if entry is None else entry.failure_row("deliveries_exhausted", _given_up_message(deliveries))
+        return None if entry is None else entry.failure_row("deliveries_exhausted", given_up_message(deliveries))
 
     def expired(self, now: float | None = None) -> list[tuple[int, bytes]]:
         """End the tasks whose deadline plus the grace is before `now` (default: the time):
