@@ -18,7 +18,7 @@ if _typing.TYPE_CHECKING:
     from ._progress import ProgressView
     from .checks import CheckItem, EnvironmentContract, check_environment
     from .cli import app, main
-    from .collection import BadRow, CollectOptions, CollectResult, Plan, PlannedRollout, collect, run_id_for
+    from .collection import BadRow, CollectOptions, CollectResult, Plan, PlannedRollout, collect
     from .preparation import PrepareOptions, PrepareReport, prepare
     from .serving import serve
     from .training import (
@@ -62,7 +62,6 @@ _WHERE = {
     "main": ".cli",
     "prepare": ".preparation",
     "prompt_messages": ".training",
-    "run_id_for": ".collection",
     "serve": ".serving",
     "stitch": ".training",
     "tasks_dataset": ".training",
@@ -95,7 +94,6 @@ __all__ = [
     "main",
     "prepare",
     "prompt_messages",
-    "run_id_for",
     "serve",
     "stitch",
     "tasks_dataset",

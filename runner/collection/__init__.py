@@ -5,7 +5,7 @@ input, `_ledger` keeps the rollouts in flight, `_sink` writes each result once, 
 keeps one run per output, `_summary` is the report and exit status, `_command` the CLI.
 """
 
-from ._collect import CollectOptions, CollectResult, collect, run_id_for
+from ._collect import CollectOptions, CollectResult, collect
 from ._plan import BadRow, Plan, PlannedRollout
 
-__all__ = ["BadRow", "CollectOptions", "CollectResult", "Plan", "PlannedRollout", "collect", "run_id_for"]
+__all__ = ["BadRow", "CollectOptions", "CollectResult", "Plan", "PlannedRollout", "collect"]

@@ -16,7 +16,6 @@ fewer than `max_attempts` times are tried again.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import time
@@ -60,7 +59,7 @@ from ._plan import Asked, BadRow, Plan, PlannedRollout
 from ._sink import FailureTally, ResultSink
 from ._summary import plural
 
-__all__ = ["CollectOptions", "CollectResult", "collect", "run_id_for"]
+__all__ = ["CollectOptions", "CollectResult", "collect"]
 
 log = logging.getLogger("gymbus.collect")
 
@@ -127,20 +126,6 @@ class CollectResult:
         return finished / self.collecting if finished and self.collecting > 0 else None
 
 
-def run_id_for(options: CollectOptions) -> str:
-    """A run id that is the same for the same arguments and input file, so `--resume`
-    finds the results an interrupted run left on the bus."""
-    stat = options.input.stat()
-    key = "|".join(
-        str(part)
-        for part in (
-            options.input.resolve(), stat.st_size, stat.st_mtime_ns, options.output.resolve(),
-            options.limit, options.num_repeats, options.agent,
-        )
-    )  # fmt: skip
-    return "r" + hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
-
-
 async def collect(
     options: CollectOptions, view: ProgressView, stop_publishing: asyncio.Event
 ) -> CollectResult:
@@ -159,7 +144,7 @@ async def _collect(
     metrics = Metrics()
     asked = Asked.of(options.input_name or str(options.input), options.num_repeats, options.limit, options.agent)
     if options.resume:
-        asked.check_resumes(paths.plan, options.output)
+        asked = asked.resuming(paths.plan, options.output)
     progressed = await read_progress(paths, metrics) if options.resume else Progressed(set(), Counter())
     plan = await Plan.scan(
         options.input, limit=options.limit, num_repeats=options.num_repeats, default_agent=options.agent,
@@ -178,7 +163,7 @@ async def _collect(
         stop_within = options.timeouts.drain + 5
         try:
             served = await bus.served(sorted(plan.agents))
-            run_id = run_id_for(options)
+            run_id = asked.run
             client = await RunClient.open(
                 bus, run_id, resume=options.resume, limits=options.limits, timeouts=options.timeouts
             )

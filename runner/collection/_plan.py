@@ -13,6 +13,7 @@ position in this deterministic order, which the runner uses to account for it.
 
 from __future__ import annotations
 
+import secrets
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -65,6 +66,10 @@ class Asked(msgspec.Struct, forbid_unknown_fields=False):
     num_repeats: int
     limit: int | None
     agent: str | None
+    run: str = msgspec.field(default_factory=lambda: "r" + secrets.token_hex(8))
+    """The run's id on the bus, new for each fresh run: a fresh run reusing an earlier one's
+    would repeat its task message ids, which JetStream drops as duplicates for a while.
+    `--resume` takes the earlier run's, to find the results it left on the bus."""
 
     @classmethod
     def of(cls, input_name: str, num_repeats: int, limit: int | None, agent: str | None) -> Asked:
@@ -74,13 +79,13 @@ class Asked(msgspec.Struct, forbid_unknown_fields=False):
     def encoded(self) -> bytes:
         return msgspec.json.encode(self) + b"\n"
 
-    def check_resumes(self, path: Path, output: Path) -> None:
-        """`PlanChanged`, naming each difference, unless the run that wrote `path` asked
-        the same (or left no record: an output of an older version)."""
+    def resuming(self, path: Path, output: Path) -> Asked:
+        """The run that wrote `path`, which this one resumes: `PlanChanged`, naming each
+        difference, unless it asked the same. Itself if that run left no record."""
         try:
             earlier = msgspec.json.decode(path.read_bytes(), type=Asked)
         except (FileNotFoundError, msgspec.DecodeError):
-            return
+            return self
         changed = [
             f"{flag} {_shown(old)}, not {_shown(new)}"
             for flag, old, new in (
@@ -97,6 +102,7 @@ class Asked(msgspec.Struct, forbid_unknown_fields=False):
                 "that plan: resume with the earlier arguments, or collect into another --output "
                 "(or without --resume, which starts this one afresh)"
             )
+        return earlier
 
 
 def _shown(value: object) -> str:

@@ -36,3 +36,21 @@ def test_results_left_on_the_bus_are_written_by_a_resume_with_a_small_window(
     faults.finish(resumed, cluster)
     result = tally(out, keys)
     assert (result.lost, result.duplicated, result.failed, result.written) == (0, 0, 0, len(keys))
+
+
+def test_the_same_collection_run_afresh_on_a_shared_bus_collects_every_rollout_again(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A fresh run gets a fresh run id: the same arguments again, its files deleted, must not
+    repeat the earlier run's task message ids, which JetStream would drop as duplicates."""
+    cluster.start_worker(WEATHER, WEATHER_AGENT, "offline")
+    source, args, keys = faults.weather_tasks(tmp_path, 200)
+    out = tmp_path / "out.jsonl"
+    faults.finish(cluster.collect(source, out, *args), cluster)
+    first = tally(out, keys)
+    for written in tmp_path.glob("out*"):
+        written.unlink()
+    faults.finish(cluster.collect(source, out, *args), cluster)
+    again = tally(out, keys)
+    assert (first.written, again.written) == (len(keys), len(keys))
+    assert (again.lost, again.duplicated, again.failed) == (0, 0, 0)
