@@ -125,9 +125,10 @@ def test_a_second_signal_to_the_group_stops_at_once(tmp_path: Path, jobs: list[J
 
 def test_timeout_sending_sigint_stops_it_like_one_ctrl_c(tmp_path: Path, jobs: list[Job]) -> None:
     # `timeout` signals the command, then its whole process group: one request to stop, not two.
-    job = Job(tmp_path, prefix=("timeout", "-s", "INT", "5"), tasks=20_000)
+    # 20 s: time for the workers to start on a busy machine; more tasks than any machine finishes.
+    job = Job(tmp_path, prefix=("timeout", "-s", "INT", "20"), tasks=200_000)
     jobs.append(job)
-    assert job.wait(40) == 124  # timeout's own code: it timed out, and its command then exited
+    assert job.wait(60) == 124  # timeout's own code: it timed out, and its command then exited
     assert "stopping: finishing the rollouts in flight" in job.text()
     assert "stopped; rollouts written so far" not in job.text()  # not taken for a second Ctrl-C
     assert "interrupted" in job.text()
