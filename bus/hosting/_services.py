@@ -310,7 +310,9 @@ class ServiceHost:
             await served.start()
             service.served.append(served)
         await service.start()
-        await self.nc.flush()  # an endpoint is not routable before the server has the SUB
+        # An endpoint is not routable before the server has the SUB. The start-up budget, not
+        # nats-py's 10 s: on a saturated machine the round trip alone has taken longer.
+        await self.nc.flush(timeout=int(self.timeouts.worker_start))
         self.services.append(service)
         log.info("serving %s (%s): %s", spec.name, spec.kind, ", ".join(e.subject for e in spec.endpoints))
 
