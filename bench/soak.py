@@ -138,8 +138,9 @@ class Written:
 
 @dataclass
 class Incident:
-    """A fault, from `start` to `end` (time.monotonic()): the environment it touched (`None`:
-    every one, as a server restart does) and the process it froze, if it froze one."""
+    """A fault, from `start` to `end` (time.monotonic()): the environment whose calls it
+    touched (`None`: every one's, as a server restart does; "" none's, as a model worker's
+    end does: its calls are retried, never restarted) and the process it froze, if any."""
 
     kind: str
     start: float
@@ -159,7 +160,7 @@ class WorkerLogs(threading.Thread):
         super().__init__(daemon=True)
         self.logs: list[tuple[Path, str, int]] = []  # log, kind, pid
         self.offsets: dict[Path, int] = {}
-        self.restarts: list[tuple[float, str]] = []  # when, kind of worker
+        self.restarts: list[tuple[float, str, str]] = []  # when, kind of worker, what it said
         self.lost: list[tuple[float, str, int]] = []  # when, kind, pid
         self.stopping = threading.Event()
 
@@ -180,7 +181,7 @@ class WorkerLogs(threading.Thread):
             self.offsets[log] = self.offsets.get(log, 0) + len(whole)
             for line in whole.splitlines():
                 if self.RESTART in line:
-                    self.restarts.append((now, kind))
+                    self.restarts.append((now, kind, line.decode(errors="replace")))
                 elif self.LOST in line:
                     self.lost.append((now, kind, pid))
 
@@ -260,7 +261,7 @@ class Soak:
             victim[1].kill()
             victim[1].wait()
             now = time.monotonic()
-            self.incidents.append(Incident("kill", now, now, KINDS[victim[0]][2]))
+            self.incidents.append(Incident("kill", now, now, KINDS[victim[0]][2] or ""))
             self.start_workers(victim[0])
 
     def _freeze(self) -> None:
@@ -269,7 +270,7 @@ class Soak:
             os.kill(victim[1].pid, signal.SIGSTOP)
             now = time.monotonic()
             self.frozen[victim[1].pid] = now + self.rng.uniform(2, 10)
-            self.incidents.append(Incident("freeze", now, now, KINDS[victim[0]][2], victim[1].pid))
+            self.incidents.append(Incident("freeze", now, now, KINDS[victim[0]][2] or "", victim[1].pid))
 
     def thaw(self, everyone: bool = False) -> None:
         now = time.monotonic()
@@ -289,17 +290,18 @@ class Soak:
         self.servers.restart(0, downtime=1.0)
         self.incidents.append(Incident("server restart", start, time.monotonic()))
 
-    def restarts(self) -> tuple[int, int]:
-        """Rollout restarts the workers logged: (after a fault that touched their
-        environment, of live calls)."""
-        after_fault = sum(
-            any(
+    def restarts(self) -> tuple[int, list[str]]:
+        """Rollout restarts the workers logged: how many came after a fault that touched
+        their environment, and what the workers said of the others (of live calls)."""
+        live = [
+            f"{kind} worker: {said}"
+            for at, kind, said in self.logs.restarts
+            if not any(
                 i.environment in (None, KINDS[kind][2]) and i.start - 1 <= at <= i.end + AFTERMATH
                 for i in self.incidents
             )
-            for at, kind in self.logs.restarts
-        )
-        return after_fault, len(self.logs.restarts) - after_fault
+        ]
+        return len(self.logs.restarts) - len(live), live
 
     def live_disconnects(self) -> int:
         """Connections lost by workers that were neither frozen nor on a restarting server."""
@@ -474,7 +476,7 @@ def _watch(state: Soak, runner: subprocess.Popen[bytes], written: Written, deadl
             memory = ", ".join(f"{kind} {size / 2**20:.0f}" for kind, size in rss.items())
             after_fault, live = state.restarts()
             print(f"  minute {minute:3}: {before:8} rollouts; faults {sum(state.faults.values())}; "
-                  f"restarts {after_fault} after a fault, {live} of live calls; RSS MiB {memory}",
+                  f"restarts {after_fault} after a fault, {len(live)} of live calls; RSS MiB {memory}",
                   flush=True)  # fmt: skip
     return problems
 
@@ -508,7 +510,8 @@ def _report(state: Soak, written: Written, elapsed: float, problems: list[str]) 
     after_fault, live = state.restarts()
     dropped = state.live_disconnects()
     if live or dropped:
-        problems.append(f"{live} restarts of live calls; {dropped} connections lost by live workers")
+        problems.append(f"{len(live)} restarts of live calls; {dropped} connections lost by live workers")
+        problems += [f"a live call restarted: {said}" for said in live[:5]]
     faults = ", ".join(f"{kind} {state.faults[kind]}" for kind in FAULTS)
     print(
         f"soak {elapsed / 60:.1f} min: {len(written.seen)} rollouts; faults injected "
@@ -517,8 +520,8 @@ def _report(state: Soak, written: Written, elapsed: float, problems: list[str]) 
         flush=True,
     )
     print(
-        f"restarts {after_fault + live} ({written.restarts} in the rows written): {after_fault} after an "
-        f"injected fault, {live} of live calls; connections lost by live workers: {dropped}",
+        f"restarts {after_fault + len(live)} ({written.restarts} in the rows written): {after_fault} after "
+        f"an injected fault, {len(live)} of live calls; connections lost by live workers: {dropped}",
         flush=True,
     )
     for problem in problems:
