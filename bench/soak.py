@@ -69,7 +69,8 @@ __all__ = ["soak"]
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 RUNNER = [sys.executable, "-m", "gymbus.runner"]
 MIX = ("reasoning_gym", "math_with_judge", "instruction_following", "code_gen")
-"""The environments served: each verify computes for seconds on a busy core."""
+"""The environments served: their verifiers compute (scorers, SymPy, the instruction checks,
+a sandboxed run), in threads or child processes beside the loop that answers the bus."""
 AGENT_OF = {env: next(name for name, spec in AGENTS.items() if spec.environment == env) for env in MIX}
 KINDS = {  # worker kind: its role, what it serves, and the environment whose calls it carries
     **{f"env {env}": (f"env-{env}", [env], env) for env in MIX},
