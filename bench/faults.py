@@ -2,7 +2,8 @@
 nats-server, a failing model endpoint and very long rollouts, with nothing lost or doubled.
 
     python -m bench.faults [--tasks 2000] [--only NAME ...]
-    python -m bench.faults --soak MINUTES    (bench/soak.py: all of them at random, for long)
+    python -m bench.faults --soak MINUTES [--hog N]    (bench/soak.py: all of them at random, for
+                                                       long, on CPU-heavy environments)
 
 Each scenario runs on its own nats-server (file storage) with real worker and runner
 processes, and prints one line: rollouts expected, written, failed, lost (in neither
@@ -330,12 +331,14 @@ def main() -> int:
     parser.add_argument("--soak", type=float, metavar="MINUTES",
                         help="instead: one collection this long on a locked bus, a random fault every few seconds")  # fmt: skip
     parser.add_argument("--every", type=float, default=5.0, help="--soak: mean seconds between faults")
+    parser.add_argument("--hog", type=int, default=0, metavar="N",
+                        help="--soak: N processes spinning a core each beside it (a machine with no core to spare)")  # fmt: skip
     args = parser.parse_args()
     if args.soak is not None:
         from bench.soak import soak
 
         print(f"seed {args.seed}")
-        return soak(args.soak, args.seed, args.every)
+        return soak(args.soak, args.seed, args.every, args.hog)
     print(f"seed {args.seed}; {args.tasks} tasks per scenario")
     print(
         f"{'scenario':28} {'expected':>8} {'written':>8} {'failed':>7} {'lost':>5} {'duplicated':>10} {'retried':>8} {'seconds':>8} {'fault':>5}"

@@ -1,11 +1,15 @@
 """A soak: one long collection on a locked bus, a random fault every few seconds.
 
-    python -m bench.faults --soak MINUTES [--seed N] [--every SECONDS]
+    python -m bench.faults --soak MINUTES [--seed N] [--every SECONDS] [--hog N]
 
 The bus is locked by `gym-runner secure init` on a real nats-server with file storage, and
-every process has its own role's key: two worker processes each for the weather environment,
-its agent and the policy (over an OpenAI-compatible stub endpoint), and one `gym-runner
-collect` for the whole soak. Every `--every` seconds on average, one fault at random:
+every process has its own role's key: two worker processes each for every environment of
+`MIX` (those whose verifiers compute for real: reasoning-gym's scorers, SymPy, the
+instruction checks, a sandbox), each of their agents and the policy (over an
+OpenAI-compatible stub endpoint), and one `gym-runner collect` for the whole soak, of the
+rows in examples/ for those environments. `--hog N` starts N processes that spin a core
+each beside them, for a machine whose cores are all taken. Every `--every` seconds on
+average, one fault at random:
 
     worker kill -9      a worker is SIGKILLed, and a new one started in its place
     SIGSTOP/SIGCONT     a worker is frozen for 2 to 10 s
@@ -23,6 +27,13 @@ wrote must be exactly its first N rollouts, each once. The closing line gives th
 the faults injected by kind, lost, duplicated, and RSS at the first minute and at the end
 per process kind; memory may grow by `RSS_GROWTH` at most (nats-server's is shown, not
 judged: it holds each answered request's reply permission for the role's answer window).
+
+Busy is not dead: a rollout may start over (`_gymbus.restarts`) only because of a fault.
+Each restart an agent worker logs is put down to a fault when one touched its environment
+(a kill or freeze of that environment's or its agent's worker, or a server restart) at most
+`AFTERMATH` seconds before; any other is a restart of a live call, and so is a worker that
+lost its connection while neither it was frozen nor the server restarting. Either fails the
+soak, and the closing lines give both counts.
 """
 
 from __future__ import annotations
@@ -36,29 +47,40 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import nats.errors
 import psutil
 
 from gymbus import bus
-from bench._cluster import WEATHER, WEATHER_AGENT, NatsServers, wait_until
+from bench._cluster import NatsServers, wait_until
 from bench.openai_stub import OpenAIStub, StubServer
+from gymbus.functions import AGENTS
 from gymbus.runner.security._secure import SecureLayout, secure_init
-from gymbus.schemas import NotAuthorized
+from gymbus.schemas import DEFAULT_TIMEOUTS, ROLLOUT_RESTART, NotAuthorized
 
 __all__ = ["soak"]
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / f"{WEATHER}.jsonl"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 RUNNER = [sys.executable, "-m", "gymbus.runner"]
-KINDS = {  # worker kind: its role and what it serves
-    "env": (f"env-{WEATHER}", [WEATHER]),
-    "agent": (f"agent-{WEATHER_AGENT}", [WEATHER_AGENT]),
-    "model": ("model-policy", ["openai", "--model", "stub", "--model-api", "responses"]),
+MIX = ("reasoning_gym", "math_with_judge", "instruction_following", "code_gen")
+"""The environments served: their verifiers compute (scorers, SymPy, the instruction checks,
+a sandboxed run), in threads or child processes beside the loop that answers the bus."""
+AGENT_OF = {env: next(name for name, spec in AGENTS.items() if spec.environment == env) for env in MIX}
+KINDS = {  # worker kind: its role, what it serves, and the environment whose calls it carries
+    **{f"env {env}": (f"env-{env}", [env], env) for env in MIX},
+    **{f"agent {env}": (f"agent-{agent}", [agent], env) for env, agent in AGENT_OF.items()},
+    "model": ("model-policy", ["openai", "--model", "stub", "--model-api", "responses"], None),
 }
+AFTERMATH = DEFAULT_TIMEOUTS.silence_most + ROLLOUT_RESTART.cap + 15.0
+"""Seconds after a fault ends in which a restart is its doing: the longest silence a caller
+allows, the restart's back-off, and time for a busy machine to log and for the soak to read."""
+RECONNECTED = 10.0  # seconds after a freeze or a server restart in which a lost connection is its doing
 REPLICAS = 2  # workers of each kind
 CONCURRENCY = 256  # rollouts in flight (the runner's --concurrency)
 STUCK = 180.0  # seconds a rollout may be missing behind later ones before it counts as hung
@@ -77,6 +99,7 @@ class Written:
     offsets: dict[Path, int] = field(default_factory=dict)
     seen: set[int] = field(default_factory=set)
     duplicated: int = 0
+    restarts: int = 0
     failures: Counter[str] = field(default_factory=Counter)
     missing_since: dict[int, float] = field(default_factory=dict)
 
@@ -87,6 +110,7 @@ class Written:
                 seq = row["_ng_task_index"] * self.repeats + row["_ng_rollout_index"]
                 self.duplicated += seq in self.seen
                 self.seen.add(seq)
+                self.restarts += row.get("_gymbus", {}).get("restarts", 0)
                 if failed:
                     self.failures[str(row.get("_ng_failure_class"))] += 1
         now = time.monotonic()
@@ -94,7 +118,7 @@ class Written:
         since = {seq: self.missing_since.get(seq, now) for seq in range(newest) if seq not in self.seen}
         self.missing_since = since
 
-    def _new_rows(self, path: Path) -> list[dict[str, int]]:
+    def _new_rows(self, path: Path) -> list[dict[str, Any]]:
         if not path.exists():
             return []
         with open(path, "rb") as file:
@@ -114,6 +138,56 @@ class Written:
 
 
 @dataclass
+class Incident:
+    """A fault, from `start` to `end` (time.monotonic()): the environment whose calls it
+    touched (`None`: every one's, as a server restart does; "" none's, as a model worker's
+    end does: its calls are retried, never restarted) and the process it froze, if any."""
+
+    kind: str
+    start: float
+    end: float
+    environment: str | None = None
+    frozen: int | None = None
+
+
+class WorkerLogs(threading.Thread):
+    """Reads the workers' logs as they grow and stamps each rollout restart and each lost
+    connection with when it was read (the logs carry no times)."""
+
+    RESTART = b"starts over:"
+    LOST = b"lost the connection to NATS"
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.logs: list[tuple[Path, str, int]] = []  # log, kind, pid
+        self.offsets: dict[Path, int] = {}
+        self.restarts: list[tuple[float, str, str]] = []  # when, kind of worker, what it said
+        self.lost: list[tuple[float, str, int]] = []  # when, kind, pid
+        self.stopping = threading.Event()
+
+    def follow(self, log: Path, kind: str, pid: int) -> None:
+        self.logs.append((log, kind, pid))
+
+    def run(self) -> None:
+        while not self.stopping.wait(0.2):
+            self.read()
+
+    def read(self) -> None:
+        now = time.monotonic()
+        for log, kind, pid in list(self.logs):
+            with open(log, "rb") as file:
+                file.seek(self.offsets.get(log, 0))
+                data = file.read()
+            whole = data[: data.rfind(b"\n") + 1]
+            self.offsets[log] = self.offsets.get(log, 0) + len(whole)
+            for line in whole.splitlines():
+                if self.RESTART in line:
+                    self.restarts.append((now, kind, line.decode(errors="replace")))
+                elif self.LOST in line:
+                    self.lost.append((now, kind, pid))
+
+
+@dataclass
 class Soak:
     """The bus, its processes, and what has been done to them."""
 
@@ -126,6 +200,8 @@ class Soak:
     workers: dict[str, list[subprocess.Popen[bytes]]] = field(default_factory=dict)
     frozen: dict[int, float] = field(default_factory=dict)
     faults: Counter[str] = field(default_factory=Counter)
+    incidents: list[Incident] = field(default_factory=list)
+    logs: WorkerLogs = field(default_factory=WorkerLogs)
     rss: dict[str, list[int]] = field(default_factory=dict)
     started: int = 0
 
@@ -133,20 +209,29 @@ class Soak:
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "POLICY_"))}
         return {**clean, "NATS_URL": self.servers.url(0), "NATS_NKEY": str(self.layout.credentials[role])}
 
-    def start_worker(self, kind: str) -> None:
-        role, args = KINDS[kind]
-        model = ["--model-url", self.model_url] if kind == "model" else []
-        log = self.work / f"{kind}-{self.started}.log"
-        self.started += 1
-        with open(log, "ab") as out:
-            process = subprocess.Popen(
-                [*RUNNER, "serve", *args, *model, "--ack-wait", "3", "--concurrency", str(CONCURRENCY)],
-                env=self.env(role), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    def start_workers(self, *kinds: str) -> None:
+        """A worker of each of `kinds`, started together; returns once each is ready."""
+        started = []
+        for kind in kinds:
+            role, args, _ = KINDS[kind]
+            model = ["--model-url", self.model_url] if kind == "model" else []
+            log = self.work / f"{kind.replace(' ', '-')}-{self.started}.log"
+            self.started += 1
+            with open(log, "ab") as out:
+                process = subprocess.Popen(
+                    [*RUNNER, "serve", *args, *model, "--ack-wait", "3", "--concurrency", str(CONCURRENCY)],
+                    env=self.env(role), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                )  # fmt: skip
+            self.workers.setdefault(kind, []).append(process)
+            self.logs.follow(log, kind, process.pid)
+            started.append((kind, process, log))
+        for kind, process, log in started:
+            wait_until(
+                lambda log=log, process=process: "ready:" in log.read_text(errors="replace") or process.poll() is not None,
+                DEFAULT_TIMEOUTS.worker_start, log.name,
             )  # fmt: skip
-        self.workers.setdefault(kind, []).append(process)
-        wait_until(lambda: "ready:" in log.read_text(errors="replace") or process.poll() is not None, 120, log.name)
-        if process.poll() is not None:
-            raise RuntimeError(f"a {kind} worker exited at start:\n{log.read_text(errors='replace')[-3000:]}")
+            if process.poll() is not None:
+                raise RuntimeError(f"a {kind} worker exited at start:\n{log.read_text(errors='replace')[-3000:]}")
 
     def serving(self, kind: str) -> list[subprocess.Popen[bytes]]:
         """The kind's live workers that are not frozen."""
@@ -157,7 +242,7 @@ class Soak:
         {
             "worker kill -9": self._kill,
             "SIGSTOP/SIGCONT": self._freeze,
-            "server restart": lambda: self.servers.restart(0, downtime=1.0),
+            "server restart": self._restart_server,
             "model 5xx burst": self._burst,
             "producer purge": self._purge,
         }[kind]()
@@ -176,13 +261,17 @@ class Soak:
         if victim is not None:
             victim[1].kill()
             victim[1].wait()
-            self.start_worker(victim[0])
+            now = time.monotonic()
+            self.incidents.append(Incident("kill", now, now, KINDS[victim[0]][2] or ""))
+            self.start_workers(victim[0])
 
     def _freeze(self) -> None:
         victim = self._victim()
         if victim is not None:
             os.kill(victim[1].pid, signal.SIGSTOP)
-            self.frozen[victim[1].pid] = time.monotonic() + self.rng.uniform(2, 10)
+            now = time.monotonic()
+            self.frozen[victim[1].pid] = now + self.rng.uniform(2, 10)
+            self.incidents.append(Incident("freeze", now, now, KINDS[victim[0]][2] or "", victim[1].pid))
 
     def thaw(self, everyone: bool = False) -> None:
         now = time.monotonic()
@@ -193,6 +282,37 @@ class Soak:
                 except ProcessLookupError:
                     pass
                 del self.frozen[pid]
+                for incident in self.incidents:
+                    if incident.frozen == pid and incident.end == incident.start:
+                        incident.end = now
+
+    def _restart_server(self) -> None:
+        start = time.monotonic()
+        self.servers.restart(0, downtime=1.0)
+        self.incidents.append(Incident("server restart", start, time.monotonic()))
+
+    def restarts(self) -> tuple[int, list[str]]:
+        """Rollout restarts the workers logged: how many came after a fault that touched
+        their environment, and what the workers said of the others (of live calls)."""
+        live = [
+            f"{kind} worker: {said}"
+            for at, kind, said in self.logs.restarts
+            if not any(
+                i.environment in (None, KINDS[kind][2]) and i.start - 1 <= at <= i.end + AFTERMATH
+                for i in self.incidents
+            )
+        ]
+        return len(self.logs.restarts) - len(live), live
+
+    def live_disconnects(self) -> int:
+        """Connections lost by workers that were neither frozen nor on a restarting server."""
+        return sum(
+            not any(
+                i.frozen in (None, pid) and i.kind != "kill" and i.start - 1 <= at <= i.end + RECONNECTED
+                for i in self.incidents
+            )
+            for at, _, pid in self.logs.lost
+        )
 
     def _burst(self) -> None:
         self.stub.failure_rate = 1.0
@@ -249,13 +369,14 @@ async def _purge_as_producer(url: str, key: Path) -> str | None:
         await nc.close()
 
 
-def soak(minutes: float, seed: int, every: float) -> int:
-    """Run the soak (see the module docstring); 0 if nothing was lost, doubled, failed or
-    stuck and memory stayed flat, else 1."""
+def soak(minutes: float, seed: int, every: float, hogs: int = 0) -> int:
+    """Run the soak (see the module docstring), with `hogs` processes spinning beside it;
+    0 if nothing was lost, doubled, failed or stuck, no live call restarted and memory
+    stayed flat, else 1."""
     logging.getLogger("gymbus").setLevel(logging.ERROR)  # the producer's refusals are the point
     with tempfile.TemporaryDirectory(prefix="gymbus-soak-") as tmp:
         work = Path(tmp)
-        layout = secure_init(work / "secrets", [WEATHER], [], ["policy"])
+        layout = secure_init(work / "secrets", list(MIX), [], ["policy"])
         config = layout.config.read_text()
         settings = "\n".join(line for line in config.splitlines() if line.startswith("ping_"))
         authorization = "authorization" + config.split("authorization", 1)[1]
@@ -263,16 +384,18 @@ def soak(minutes: float, seed: int, every: float) -> int:
         stub = OpenAIStub(seed=rng.randrange(1 << 30))
         endpoint = StubServer(stub)
         model_url = endpoint.start()
+        spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
         with NatsServers(work, size=1, extra=settings + "\n" + authorization) as servers:
             state = Soak(work, layout, servers, stub, model_url, rng)
+            state.logs.start()
             try:
-                for kind in KINDS:
-                    for _ in range(REPLICAS):
-                        state.start_worker(kind)
+                state.start_workers(*(kind for kind in KINDS for _ in range(REPLICAS)))
                 return _run(state, minutes, every)
             finally:
                 state.thaw(everyone=True)
+                state.logs.stopping.set()
                 _stop([w for group in state.workers.values() for w in group])
+                _stop(spinning)
                 endpoint.stop()
 
 
@@ -287,15 +410,26 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
             process.kill()
 
 
+def mixed_rows() -> list[str]:
+    """The example rows of every environment of `MIX`, each naming its agent."""
+    rows = []
+    for env, agent in AGENT_OF.items():
+        for line in (EXAMPLES / f"{env}.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            row["agent_ref"] = {"type": "responses_api_agents", "name": agent}
+            rows.append(json.dumps(row))
+    return rows
+
+
 def _run(state: Soak, minutes: float, every: float) -> int:
-    rows = EXAMPLE.read_text().splitlines()
+    rows = mixed_rows()
     repeats = int(RATE_CEILING * minutes * 60 / len(rows)) + 1
     source = state.work / "tasks.jsonl"
     source.write_text("\n".join(rows) + "\n")
     out = state.work / "out.jsonl"
     with open(state.work / "runner.log", "ab") as log:
         runner = subprocess.Popen(
-            [*RUNNER, "collect", "-i", str(source), "-o", str(out), "--agent", WEATHER_AGENT,
+            [*RUNNER, "collect", "-i", str(source), "-o", str(out),
              "--num-repeats", str(repeats), "--concurrency", str(CONCURRENCY)],
             env=state.env("runner"), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip
@@ -313,6 +447,7 @@ def _run(state: Soak, minutes: float, every: float) -> int:
         code = runner.wait()
         problems.append(f"the runner did not finish what it had started within {FINISH:.0f} s of SIGINT")
     written.read()
+    time.sleep(0.5)  # the log reader's last look
     if ended_first:
         problems.append(f"the collection ended before the soak did (exit {code})")
     elif code not in (0, 130):
@@ -340,8 +475,10 @@ def _watch(state: Soak, runner: subprocess.Popen[bytes], written: Written, deadl
             problems += _check(written, len(written.seen) - before, minute)
             before = len(written.seen)
             memory = ", ".join(f"{kind} {size / 2**20:.0f}" for kind, size in rss.items())
+            after_fault, live = state.restarts()
             print(f"  minute {minute:3}: {before:8} rollouts; faults {sum(state.faults.values())}; "
-                  f"RSS MiB {memory}", flush=True)  # fmt: skip
+                  f"restarts {after_fault} after a fault, {len(live)} of live calls; RSS MiB {memory}",
+                  flush=True)  # fmt: skip
     return problems
 
 
@@ -371,11 +508,21 @@ def _report(state: Soak, written: Written, elapsed: float, problems: list[str]) 
         memory.append(f"{kind} {start / 2**20:.0f}->{end / 2**20:.0f}")
         if kind != "nats-server" and end - start > RSS_GROWTH:
             problems.append(f"{kind} memory grew from {start / 2**20:.0f} to {end / 2**20:.0f} MiB")
+    after_fault, live = state.restarts()
+    dropped = state.live_disconnects()
+    if live or dropped:
+        problems.append(f"{len(live)} restarts of live calls; {dropped} connections lost by live workers")
+        problems += [f"a live call restarted: {said}" for said in live[:5]]
     faults = ", ".join(f"{kind} {state.faults[kind]}" for kind in FAULTS)
     print(
         f"soak {elapsed / 60:.1f} min: {len(written.seen)} rollouts; faults injected "
         f"({sum(state.faults.values())}): {faults}; lost {lost}, duplicated {written.duplicated}; "
         f"RSS MiB at the first minute->end: {', '.join(memory)}",
+        flush=True,
+    )
+    print(
+        f"restarts {after_fault + len(live)} ({written.restarts} in the rows written): {after_fault} after "
+        f"an injected fault, {len(live)} of live calls; connections lost by live workers: {dropped}",
         flush=True,
     )
     for problem in problems:

@@ -266,7 +266,9 @@ class ModelOptions:
 
 @dataclass(frozen=True)
 class Model:
-    """A model adapter: `make(options)` builds the generation function it serves."""
+    """A model adapter: `make(options)` builds the generation function it serves. A worker
+    calls it once, in a thread (it may import an SDK for seconds), so it must not need a
+    running event loop: make clients that bind to one on first use."""
 
     name: str
     make: Callable[[ModelOptions], ModelFunction]

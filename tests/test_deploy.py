@@ -302,7 +302,23 @@ def test_servers_allow_the_payload_the_embedded_server_allows() -> None:
     assert _size(values["merge"]["max_payload"]) == DEFAULT_LIMITS.max_payload
     assert values["jetstream"]["enabled"] and values["jetstream"]["fileStore"]["pvc"]["enabled"]
     assert values["cluster"]["enabled"] and values["cluster"]["replicas"] == 3
-    assert re.search(r"^jetstream \{", conf, re.MULTILINE)
+    assert _conf_value(conf, "jetstream") == "enabled"
+    nats = _compose()["services"]["nats"]
+    store = nats["command"][nats["command"].index("--store_dir") + 1]
+    assert f"nats-data:{store}" in nats["volumes"]  # JetStream keeps its data on the volume
+
+
+def test_servers_drop_a_frozen_client_as_the_embedded_server_does() -> None:
+    """A frozen worker keeps its place in every queue group until its server drops it: with
+    nats-server's default pings (2 minutes) it takes its share of the calls for minutes."""
+    values = _load(K8S / "nats-values.yaml")[0]["config"]["merge"]
+    conf = (DEPLOY / "nats.conf").read_text()
+    for interval, most in (
+        (_conf_value(conf, "ping_interval"), _conf_value(conf, "ping_max")),
+        (values["ping_interval"], str(values["ping_max"])),
+    ):
+        assert _seconds(interval.strip('"')) == DEFAULT_TIMEOUTS.server_ping
+        assert int(most) == DEFAULT_LIMITS.server_pings_out
 
 
 def test_containers_get_only_variables_the_code_reads(monkeypatch: pytest.MonkeyPatch) -> None:

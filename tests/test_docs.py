@@ -263,6 +263,20 @@ def test_every_script_and_repository_path_exists(command: Command) -> None:
                 assert (REPO / path).exists(), f"{command.where}: no {path}"
 
 
+@pytest.mark.parametrize("command", _with("nats-server"))
+def test_every_nats_server_pings_as_the_embedded_one(command: Command) -> None:
+    """A nats-server the docs start reads a configuration that drops a frozen worker within
+    seconds, as the embedded server does (tests/test_deploy.py checks deploy/nats.conf's
+    pings against it; `gym-runner secure init` writes them from it): with nats-server's
+    defaults a frozen worker keeps its share of the calls for minutes."""
+    page = (REPO / command.where.split(":")[0]).read_text()
+    for args in _words("nats-server", command):
+        assert "-c" in args, f"{command.where}: nats-server without a configuration pings every 2 minutes"
+        config = args[args.index("-c") + 1]
+        written = config.endswith("/nats.conf") and f"--out {config.removesuffix('/nats.conf')}" in page
+        assert config == "deploy/nats.conf" or written, f"{command.where}: {config} is no configuration we check"
+
+
 @pytest.mark.parametrize("command", _with("pip"))
 def test_every_pip_install_names_extras_that_exist(command: Command) -> None:
     extras = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"])

@@ -22,6 +22,7 @@ import yaml
 
 from gymbus import bus
 from gymbus.runner.security._secure import secure_init
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS
 
 ROOT = Path(__file__).resolve().parent.parent
 K8S = ROOT / "deploy" / "kubernetes"
@@ -112,7 +113,8 @@ def test_the_rendered_config_carries_every_role_as_secure_init_wrote_it(
     answering = [user for user in users.values() if "allow_responses" in user]
     assert answering and all(user["allow_responses"]["max"] == -1 for user in answering)
     assert not [user for user in users.values() if "_INBOX.>" in user["publish"]["allow"]]
-    for setting in ('"max_payload": 8MB', '"ping_interval": "1s"', '"ping_max": 2'):
+    pings = (f'"ping_interval": "{DEFAULT_TIMEOUTS.server_ping:g}s"', f'"ping_max": {DEFAULT_LIMITS.server_pings_out}')
+    for setting in ('"max_payload": 8MB', *pings):
         assert setting in conf
 
 

@@ -263,7 +263,10 @@ async def _start(
                     versions = await PolicyVersions.start(js, options.timeouts)
                     models.append(versions)
                     model_options = replace(model_options, policy_versions=versions.version)
-                generate = spec.make(model_options)
+                # Off the loop, as an environment's start-up: building an adapter imports
+                # its SDK (openai's took 3.6 s on a busy two-core machine), which would
+                # miss the server's pings and lose the connection before serving a call.
+                generate = await asyncio.to_thread(spec.make, model_options)
                 models.append(generate)
                 for name in served_names(options.served_model):
                     served = model_service(spec.name, name, generate, spec.description, options.model.servers)
