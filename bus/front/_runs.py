@@ -34,13 +34,16 @@ from gymbus.schemas import (
     BusUnavailable,
     ClaimStoreFull,
     Limits,
+    NoResponders,
     PayloadTooLarge,
+    RequestTimeout,
     RolloutSummary,
     Timeouts,
 )
 
 from ..connection import Bus
 from ..run import EXPIRED, RunClient, given_up_message
+from ..wire import subjects
 
 __all__ = ["Outcome", "OutcomeStatus", "RolloutRequests"]
 
@@ -146,13 +149,18 @@ class RolloutRequests:
         return await asyncio.shield(ping)
 
     async def _ping(self, agent: str) -> bool:
+        """No responders means no worker serves `agent`; a late answer means one that is busy
+        (running the rollouts of the burst that asked), not a dead one."""
         try:
-            served = bool(await self._bus.served([agent], timeout=self._timeouts.ping))
+            await self._bus.request(subjects.service_ping(agent), b"", timeout=self._timeouts.ping)
+        except NoResponders:
+            return False
+        except RequestTimeout:
+            pass
         finally:
             del self._pings[agent]
-        if served:
-            self._served_until[agent] = time.monotonic() + SERVED_FOR
-        return served
+        self._served_until[agent] = time.monotonic() + SERVED_FOR
+        return True
 
     def _given_up(self, seq: int, deliveries: int) -> None:
         self._resolve(seq, Outcome(OutcomeStatus.LOST, message=given_up_message(deliveries)))
