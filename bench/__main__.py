@@ -4,8 +4,8 @@
 
 Everything (nats-server, workers, runner, a stub model endpoint) is started on loopback by
 the benchmark itself. P1 and P2 print the median of `--runs` runs (3 by default) and their
-range, since one run on a small, shared machine is noisy. `--quick` uses fewer rollouts,
-one run each and a 100k-row P4 for a fast look.
+range, since one run on a small, shared machine is noisy; P13 alternates its two sides
+`--runs` times. `--quick` uses fewer rollouts, one run each and a 100k-row P4 for a fast look.
 """
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ import argparse
 import os
 import time
 from pathlib import Path
+from typing import TypeVar
 
-from bench import async_training, nemo_gym, nemo_gym_agents, perf
+from bench import async_training, nemo_gym, nemo_gym_agents, nemo_gym_front, perf
 from gymbus.schemas import GymError
+
+Run = TypeVar("Run", perf.Collection, nemo_gym_front.FrontCollection)
 
 TARGETS = {
     "P1": "target >= 1,000 rollouts/s and <= 3 CPU-s per 1,000",
@@ -30,6 +33,7 @@ TARGETS = {
     "P10": "no target: what the bridge adds to a NeMo Gym server's own cost",
     "P11": "target: asynchronous waits <= 10% of a step, where synchronous waits >= 50%",
     "P12": "no target: what hosting adds to a NeMo Gym agent's own rollout",
+    "P13": "target: GymBus >= 3x the rate at <= 1/3 of the CPU",
 }
 
 
@@ -40,7 +44,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer rollouts, 100k-row P4")
     parser.add_argument(
         "--only", nargs="*",
-        default=["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12"],
+        default=["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13"],
     )
     parser.add_argument("--rows", type=int, default=None, help="P4's large input (default 1,000,000)")
     parser.add_argument("--runs", type=int, default=None, help="runs of P1 and each P2 (default 3)")
@@ -144,6 +148,8 @@ def main() -> None:
         training(args.quick)
     if "P12" in args.only:
         hosted_agent_cost()
+    if "P13" in args.only:
+        front_rollouts(500 if args.quick else 2000, runs, work)
 
 
 def training(quick: bool) -> None:
@@ -201,6 +207,29 @@ def hosted_agent_cost() -> None:
     )
 
 
+def front_rollouts(rollouts: int, rounds: int, work: Path) -> None:
+    """P13: NeMo Gym's `ng_collect_rollouts` through GymBus's front and through `ng_run`'s
+    servers, alternated `rounds` times; the median run of each side."""
+    try:
+        runs = nemo_gym_front.p13_front_rollouts(rollouts, rounds, work / "p13")
+    except (RuntimeError, OSError, GymError) as exc:  # no Python 3.13, a stack that cannot start, a failed run
+        print(f"P13 did not finish: {exc} (NeMo Gym's environments: scripts/install-nemo-gym.sh)", flush=True)
+        return
+    by_side = {side: [run for run in runs if run.side == side] for side in nemo_gym_front.SIDES}
+    ours, theirs = median(by_side["gymbus"]), median(by_side["nemo_gym"])
+    print(
+        f"P13 ng_collect_rollouts, {rollouts:,} weather rollouts, 0 ms model, {rounds} alternated: "
+        f"through GymBus's front {ours.rate:,.0f} rollouts/s{spread(by_side['gymbus'])}, "
+        f"{ours.cpu_per_thousand:.2f} CPU-s per 1,000 (nats-server, worker, front); "
+        f"through NeMo Gym's servers (ng_run) {theirs.rate:,.0f} rollouts/s{spread(by_side['nemo_gym'])}, "
+        f"{theirs.cpu_per_thousand:.2f} CPU-s per 1,000 (its servers and Ray): GymBus "
+        f"{ours.rate / theirs.rate:.1f}x the rate at {ours.cpu_per_thousand / theirs.cpu_per_thousand:.0%} "
+        f"of the CPU; the client itself {ours.client_cpu_per_thousand:.2f} and "
+        f"{theirs.client_cpu_per_thousand:.2f} CPU-s per 1,000, its start included [{TARGETS['P13']}]",
+        flush=True,
+    )
+
+
 def scaling(tasks: int, work: Path) -> None:
     """P7: the rate with 1, 2 and 4 worker processes, and 2 on two cluster servers; then
     what limits it here and what N machines would give (from the CPU each part spent)."""
@@ -229,12 +258,12 @@ def scaling(tasks: int, work: Path) -> None:
     )
 
 
-def median(runs: list[perf.Collection]) -> perf.Collection:
+def median(runs: list[Run]) -> Run:
     """The run with the median rate (the lower middle one of an even count)."""
     return sorted(runs, key=lambda run: run.rate)[(len(runs) - 1) // 2]
 
 
-def spread(runs: list[perf.Collection]) -> str:
+def spread(runs: list[perf.Collection] | list[nemo_gym_front.FrontCollection]) -> str:
     if len(runs) == 1:
         return ""
     rates = sorted(run.rate for run in runs)

@@ -1,6 +1,7 @@
 """A local OpenAI-compatible endpoint backed by the offline policy, for benchmarks and faults.
 
-`POST /v1/responses` answers what the offline policy would, after `latency` seconds; a
+`POST /v1/responses` answers what the offline policy would (with the request's `tools`,
+`tool_choice` and `parallel_tool_calls`, as OpenAI's endpoint echoes them), after `latency` seconds; a
 `failure_rate` share of requests answers 429 or 500 instead (a seeded RNG, so a run is
 repeatable). `POST /v1/chat/completions` answers one fixed reply, with vLLM's token ids
 and logprobs when the request asks for them (`return_token_ids`), as a vLLM server would. It is an `aiohttp.web` server, so one process keeps up with thousands of
@@ -77,9 +78,14 @@ class OpenAIStub:
             )
         params = msgspec.structs.replace(_decoder.decode(body), model="stub")
         self.served += 1
-        return web.Response(
-            body=msgspec.json.encode(await offline_policy(params)), content_type="application/json"
+        # Echoed as OpenAI's endpoint echoes them: NeMo Gym's model server requires them.
+        response = msgspec.structs.replace(
+            await offline_policy(params),
+            tools=params.tools or [],
+            tool_choice=params.tool_choice or "auto",
+            parallel_tool_calls=params.parallel_tool_calls is not False,
         )
+        return web.Response(body=msgspec.json.encode(response), content_type="application/json")
 
     async def chat(self, request: web.Request) -> web.Response:
         body = await request.read()

@@ -34,17 +34,26 @@ from gymbus.schemas import (
     BusUnavailable,
     ClaimStoreFull,
     Limits,
+    NoResponders,
     PayloadTooLarge,
+    RequestTimeout,
     RolloutSummary,
     Timeouts,
 )
 
 from ..connection import Bus
 from ..run import EXPIRED, RunClient, given_up_message
+from ..wire import subjects
 
 __all__ = ["Outcome", "OutcomeStatus", "RolloutRequests"]
 
 log = logging.getLogger("gymbus.front")
+
+SERVED_FOR = 0.5
+"""Seconds a sign of life vouches for an agent: a worker's answer to a ping, or a result of
+the agent's. Every `/run` asks whether its agent is served; thousands posted at once must
+not become thousands of pings to a worker busy with their rollouts (a late answer would
+read as no worker: a 503)."""
 
 _summary = msgspec.json.Decoder(RolloutSummary)
 
@@ -84,7 +93,10 @@ class RolloutRequests:
         self._client = client
         self._timeouts = timeouts
         self._waiting: dict[int, asyncio.Future[Outcome]] = {}
+        self._agents: dict[int, str] = {}
         self._next_seq = 0
+        self._served_until: dict[str, float] = {}
+        self._pings: dict[str, asyncio.Future[bool]] = {}
         self._reading: asyncio.Task[None] | None = None
 
     @classmethod
@@ -106,10 +118,11 @@ class RolloutRequests:
 
     async def run(self, agent: str, row: bytes) -> Outcome:
         """The rollout of `row` by `agent`, run as a task on its queue; see `OutcomeStatus`."""
-        if not await self._bus.served([agent], timeout=self._timeouts.ping):
+        if not await self._served(agent):
             return Outcome(OutcomeStatus.UNAVAILABLE, message=f"no worker serves the agent {agent}")
         seq, self._next_seq = self._next_seq, self._next_seq + 1
         waiting = self._waiting[seq] = asyncio.get_running_loop().create_future()
+        self._agents[seq] = agent
         deadline = time.time() + self._timeouts.rollout
         try:
             await self._client.submit(agent, row, seq, 0, deadline)
@@ -123,6 +136,31 @@ class RolloutRequests:
             return Outcome(OutcomeStatus.FAILED, message=f"the task could not be sent: {exc}")
         finally:
             self._waiting.pop(seq, None)
+            self._agents.pop(seq, None)
+
+    async def _served(self, agent: str) -> bool:
+        """Whether some worker serves `agent`: a sign of life within `SERVED_FOR`, else the
+        answer to a ping, one at a time (every request arriving meanwhile shares it)."""
+        if time.monotonic() < self._served_until.get(agent, 0.0):
+            return True
+        ping = self._pings.get(agent)
+        if ping is None:
+            ping = self._pings[agent] = asyncio.ensure_future(self._ping(agent))
+        return await asyncio.shield(ping)
+
+    async def _ping(self, agent: str) -> bool:
+        """No responders means no worker serves `agent`; a late answer means one that is busy
+        (running the rollouts of the burst that asked), not a dead one."""
+        try:
+            await self._bus.request(subjects.service_ping(agent), b"", timeout=self._timeouts.ping)
+        except NoResponders:
+            return False
+        except RequestTimeout:
+            pass
+        finally:
+            del self._pings[agent]
+        self._served_until[agent] = time.monotonic() + SERVED_FOR
+        return True
 
     def _given_up(self, seq: int, deliveries: int) -> None:
         self._resolve(seq, Outcome(OutcomeStatus.LOST, message=given_up_message(deliveries)))
@@ -135,6 +173,9 @@ class RolloutRequests:
     async def _read_results(self) -> None:
         async for results in self._client.results():
             for result in results:
+                agent = self._agents.get(result.seq)
+                if agent is not None:
+                    self._served_until[agent] = time.monotonic() + SERVED_FOR
                 self._resolve(result.seq, outcome_of(result.body))
             await self._client.ack(results)  # answered (or no one asks any more): never again
 
