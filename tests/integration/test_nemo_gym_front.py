@@ -594,6 +594,7 @@ def ray_cluster(client_python: Path, tries: int = 3) -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.timeout(900)  # Ray, NeMo Gym's servers, GymBus's workers and 9 rollouts on vLLM
 def test_nemo_rl_starts_gymbus_from_its_config_paths_and_gets_trainable_rollouts_from_its_vllm(
     client_python: Path, vllm_server: VllmServer, tmp_path: Path
 ) -> None:
