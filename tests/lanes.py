@@ -26,7 +26,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "integration/test_nemo_gym.py": ("nemo_gym", "cluster"),
     "integration/test_nemo_gym_agents.py": ("nemo_gym", "vllm", "cluster"),
     "integration/test_nemo_gym_census.py": ("nemo_gym",),
-    "integration/test_nemo_gym_front.py": ("nemo_gym", "vllm"),
+    "integration/test_nemo_gym_front.py": ("nemo_gym", "vllm", "trl"),
     "integration/test_porting.py": ("nemo_gym",),
     "integration/test_local_model_recipe.py": ("vllm",),
     "integration/test_nemo_gym_locked.py": ("nemo_gym", "cluster"),

@@ -23,7 +23,9 @@ KINDS = ("environment_servers", "responses_api_agents", "resources_servers", "re
 
 HEAD = "head_server"
 IMPLEMENTATION = "gymbus"
-"""The implementation name under each server's kind (NeMo Gym's own are `simple_agent`, ...)."""
+"""The implementation name of the agents and models the front lists (NeMo Gym's own are
+`simple_agent`, ...), and of the servers NeMo Gym starts from GymBus's config (their directory
+under `nemo_gym_root/`)."""
 RELAY = "legacy_agent"
 """The environment servers' implementation: NeMo Gym's name for a `/run` that takes a row and
 answers the agent's rollout, which NeMo Gym stamps on each result (`_ng_result_type`)."""
@@ -126,8 +128,7 @@ class Layout:
         """NeMo Gym's global config dict for these servers."""
         config: dict[str, Any] = {HEAD: {"host": self.host, "port": self.head.port}}
         for server in self.servers[1:]:
-            implementation = RELAY if server.kind == "environment_servers" else IMPLEMENTATION
-            config[server.name] = {server.kind: {implementation: self._instance(server)}}
+            config[server.name] = {server.kind: {_implementation(server): self._instance(server)}}
         return config
 
     def _instance(self, server: FrontServer) -> dict[str, Any]:
@@ -139,6 +140,15 @@ class Layout:
             instance["resources_server"] = {"type": "resources_servers", "name": agent.environment}
             instance["model_server"] = {"type": "responses_api_models", "name": agent.model}
         return instance
+
+
+def _implementation(server: FrontServer) -> str:
+    """The implementation name a server is listed under. A resources server is listed under
+    its own name, as NeMo Gym's configs list theirs (`mcqa: {resources_servers: {mcqa:
+    ...}}`): Unsloth's notebooks find a verifier at `cfg[name].resources_servers[name]`."""
+    if server.kind == "environment_servers":
+        return RELAY
+    return server.name if server.kind == "resources_servers" else IMPLEMENTATION
 
 
 def _instances(config: dict[str, Any]) -> list[tuple[str, str, str, dict[str, Any]]]:

@@ -11,7 +11,8 @@ host and port, and serves the config from its own head server. The one that says
 1. reads the resolved config NeMo Gym passes every server (`NEMO_GYM_CONFIG_DICT`, its own
    name in `NEMO_GYM_CONFIG_PATH`);
 2. connects to `NATS_URL`, or starts an embedded nats-server, and starts the workers its
-   entry's `serve` names, with the policy served as `policy` by the `vllm` model function
+   entry's `serve` names (GymBus's functions, and NeMo Gym servers hosted with their own
+   agents, `nemo-gym:<server>`), with the policy served as `policy` by the `vllm` model function
    on the trainer's `policy_base_url` servers (token capture on), or by the offline policy
    when there are none;
 3. serves, at the ports NeMo Gym gave them, the config's servers whose implementation is
@@ -34,6 +35,7 @@ from aiohttp import web
 from gymbus.bus import Bus, ServeOptions, open_bus
 from gymbus.bus.front import FrontBus
 from gymbus.functions import ModelOptions, policy_adapter
+from gymbus.functions.nemo_gym import PREFIX, is_nemo_gym, outline
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS
 
 from .._workers import WorkerProcesses
@@ -88,11 +90,22 @@ async def run_started_front(stop: asyncio.Event) -> None:
         workers = WorkerProcesses(options, bus.url, log_file, auth=bus.worker_auth())
         workers.start()
         try:
-            names = [*functions, "policy"]
+            names = ["policy"]
+            for function in functions:
+                names += await _served_as(function)
             await bus.wait_served(names, timeout=DEFAULT_TIMEOUTS.worker_start, check=workers.check)
             await _serve(bus, config, own, stop)
         finally:
             await asyncio.to_thread(workers.stop, DEFAULT_TIMEOUTS.drain)
+
+
+async def _served_as(function: str) -> list[str]:
+    """The services `function` is served as: a hosted NeMo Gym server (`nemo-gym:<server>`)
+    as its environment and its agents, read from its config."""
+    if not is_nemo_gym(function):
+        return [function]
+    hosted = await asyncio.to_thread(outline, function.removeprefix(PREFIX))
+    return [hosted.name, *hosted.agents]
 
 
 async def _serve(bus: Bus, config: dict[str, Any], own: str, stop: asyncio.Event) -> None:

@@ -1,10 +1,13 @@
 """NeMo Gym 0.7.0's own, unmodified client code against GymBus's front (`gym-runner front`):
 `RolloutCollectionHelper().run_examples`, `ng_collect_rollouts`, the quickstart's
-`simple_agent/client.py`, and an Unsloth-style `/verify` found through the head server.
+`simple_agent/client.py`, and an Unsloth-style `/verify` found through the head server,
+also inside a real TRL `GRPOTrainer` step.
 
 Real NeMo Gym client code in its Python 3.13 environment (`sh scripts/install-nemo-gym.sh`),
 a real nats-server, real `gym-runner serve` workers and a real `gym-runner front` process.
-Two environments: the weather one (one tool call) and `example_multi_step` (several).
+Environments: the weather one (one tool call), `example_multi_step` (several) and mcqa (a
+verifier); NeMo RL's way in adds `example_session_state_mgmt` and a hosted NeMo Gym server
+with its own agent, on a real vLLM server.
 """
 
 from __future__ import annotations
@@ -13,12 +16,15 @@ import json
 import math
 import os
 import shutil
-import sys
+import signal
 import subprocess
+import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +49,9 @@ NEMO_GYM_ROOT = Path(__file__).resolve().parents[2] / "runner" / "front" / "nemo
 FRONT_CONFIG = NEMO_GYM_ROOT / "resources_servers" / "gymbus" / "configs" / "gymbus_front.yaml"
 WEATHER, MULTI_STEP = "example_single_tool_call", "example_multi_step"
 GYMNASIUM = "example_multi_turn_gymnasium"
+MCQA = "mcqa"
+VERIFIERS = (MCQA, WEATHER)
+"""The environments the Unsloth-style reward function verifies with."""
 AGENTS = {WEATHER: f"{WEATHER}_simple_agent", MULTI_STEP: f"{MULTI_STEP}_simple_agent"}
 PER_ENVIRONMENT = 3
 
@@ -133,10 +142,13 @@ def server_port(head: int, name: str) -> int:
 
 @pytest.fixture(scope="module")
 def fronted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, int]]:
-    """Workers for both environments, their agents and the offline policy; the front."""
+    """Workers for both environments and mcqa (a verifier, as Unsloth's notebooks train on),
+    their agents and the offline policy; the front."""
     with Cluster(tmp_path_factory.mktemp("front"), ack_wait=3.0) as cluster:
-        cluster.start_worker(WEATHER, AGENTS[WEATHER], MULTI_STEP, AGENTS[MULTI_STEP], "offline")
-        _, port = start_front(cluster, *AGENTS.values())
+        cluster.start_worker(
+            WEATHER, AGENTS[WEATHER], MULTI_STEP, AGENTS[MULTI_STEP], MCQA, f"{MCQA}_simple_agent", "offline"
+        )
+        _, port = start_front(cluster, *AGENTS.values(), f"{MCQA}_simple_agent")
         yield cluster, port
 
 
@@ -219,6 +231,115 @@ def test_a_reward_function_verifies_through_the_head_server(
     out = nemo_gym(client_python, str(CLIENTS), "verify", str(port), WEATHER, str(body), cwd=cluster.workdir)
     (verified,) = client_lines(out)
     assert verified["status"] == 200 and verified["body"]["reward"] == rollout["reward"]
+
+
+def unsloth_reward(head_port: int, replies: list[tuple[int, float]]) -> Any:
+    """A TRL reward function as Unsloth's NeMo Gym notebooks write theirs: the resources
+    servers found through the head server (`cfg[name].resources_servers[name]`), and per
+    completion a `/verify` of the row's fields with the prompt and the completion as a
+    one-message response; a non-200 reply scores 0. Each reply's status and reward is
+    appended to `replies`."""
+    import requests
+    import yaml
+
+    # The body is the YAML text as a JSON string (the notebooks parse it twice: as YAML, which
+    # a JSON string also is, then with OmegaConf).
+    text = requests.get(f"http://127.0.0.1:{head_port}/global_config_dict_yaml", timeout=10).json()
+    config = yaml.safe_load(text)
+
+    def verify_endpoint(name: str) -> str:
+        server = config[name]["resources_servers"][name]
+        return f"http://{server['host']}:{server['port']}/verify"
+
+    def reward_fn(completions: list[Any], prompts: list[Any], **kwargs: Any) -> list[float]:
+        scores = []
+        for i, completion in enumerate(completions):
+            request = {k: v for k, v in kwargs["verify_extra"][i].items() if v is not None}
+            prompt = {"role": "user", "content": prompts[i][0]["content"]}
+            request["responses_create_params"] = {"input": [prompt]}
+            message = {"type": "output_text", "text": completion[0]["content"], "annotations": []}
+            request["response"] = {
+                "id": "resp", "created_at": 0, "model": MODEL_NAME, "object": "response",
+                "output": [{"id": "msg", "role": "assistant", "type": "message", "status": "completed",
+                            "content": [message]}],
+                "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+            }  # fmt: skip
+            endpoint = verify_endpoint(kwargs["resources_server_ref"][i]["name"])
+            reply = requests.post(endpoint, json=request, timeout=60)
+            reward = reply.json().get("reward", 0.0) if reply.status_code == 200 else 0.0
+            replies.append((reply.status_code, reward))
+            scores.append(reward)
+        return scores
+
+    return reward_fn
+
+
+async def verify_calls(url: str, environment: str) -> int:
+    """How many `/verify` requests the bus's services of `environment` have answered."""
+    from gymbus import bus
+    from gymbus.bus import subjects
+
+    nc = await bus.connect(url, name="test")
+    try:
+        stats = await bus.service_stats(nc)
+    finally:
+        await nc.close()
+    subject = subjects.env_verify(environment)
+    endpoints = [endpoint for info in stats for endpoint in info.endpoints]
+    return sum(endpoint.num_requests for endpoint in endpoints if endpoint.subject == subject)
+
+
+def test_an_unsloth_reward_function_scores_a_trl_grpo_step_through_the_front(
+    fronted: tuple[Cluster, int], tmp_path: Path
+) -> None:
+    """A real TRL `GRPOTrainer` step on the tiny model, its completions scored by a reward
+    function written as Unsloth's NeMo Gym notebooks write theirs, over two environments
+    (mcqa and the weather one) found through the front's head server. TRL generates with
+    the trainer's own model (no vLLM: nothing here needs a GPU)."""
+    import asyncio
+
+    trl = pytest.importorskip("trl")
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    from tests.tiny_model import tiny_model_dir
+
+    cluster, port = fronted
+    examples = []
+    for environment in VERIFIERS:
+        row = json.loads((EXAMPLES / f"{environment}.jsonl").read_text().splitlines()[0])
+        prompt = next(m["content"] for m in row["responses_create_params"]["input"] if m["role"] == "user")
+        examples.append({
+            "prompt": [{"role": "user", "content": prompt}],
+            "resources_server_ref": {"name": environment},
+            "verify_extra": row,
+        })  # fmt: skip
+    replies: list[tuple[int, float]] = []
+    before = {environment: asyncio.run(verify_calls(cluster.url, environment)) for environment in VERIFIERS}
+    config = trl.GRPOConfig(
+        output_dir=str(tmp_path / "grpo"), use_cpu=True, bf16=False, max_steps=1,
+        per_device_train_batch_size=4, num_generations=2, max_completion_length=16, temperature=1.0,
+        learning_rate=1e-3, logging_steps=1, report_to="none", save_strategy="no", seed=0,
+        dataloader_num_workers=0,
+    )  # fmt: skip
+    model = tiny_model_dir()
+    trainer = trl.GRPOTrainer(
+        model=str(model), processing_class=AutoTokenizer.from_pretrained(model),
+        reward_funcs=[unsloth_reward(port, replies)], train_dataset=Dataset.from_list(examples), args=config,
+    )  # fmt: skip
+    trainer.train()
+
+    assert trainer.state.global_step == 1
+    (logged,) = [entry for entry in trainer.state.log_history if "rewards/reward_fn/mean" in entry]
+    assert [status for status, _ in replies] == [200] * 4  # two prompts, two completions each
+    assert all(math.isfinite(reward) for _, reward in replies)
+    assert logged["rewards/reward_fn/mean"] == pytest.approx(sum(r for _, r in replies) / len(replies))
+    assert math.isfinite(logged["loss"])
+    # Every score was a verify on the bus, by the environment the row named.
+    after = {environment: asyncio.run(verify_calls(cluster.url, environment)) for environment in VERIFIERS}
+    assert {environment: after[environment] - before[environment] for environment in VERIFIERS} == {
+        MCQA: 2, WEATHER: 2
+    }  # fmt: skip
 
 
 def test_a_failed_rollout_is_a_4xx_with_its_failure_row_and_an_unknown_tool_a_404(
@@ -331,27 +452,97 @@ def nemo_rl_checks(result: dict[str, Any]) -> int:
     return trainable
 
 
-def test_nemo_rl_starts_gymbus_from_its_config_paths_and_gets_trainable_rollouts_from_its_vllm(
-    client_python: Path, vllm_server: VllmServer, tmp_path: Path
-) -> None:
-    """`RunHelper().start` with a config dict shaped as NeMo RL's (GymBus's config among its
-    `config_paths`, its vLLM server as `policy_base_url`, the head server on a free port),
-    then `run_examples`: GymBus's front, workers and `vllm` model function come up from the
-    config, and every result passes NeMo RL's checks. The weather rows only: the tiny test
-    model's context is too short for `example_multi_step`'s prompts."""
-    linked_environments(tmp_path / "venvs", client_python.parents[1])
+# The tiny model is random: steered by the test vLLM server's regex logits processor
+# (tests/vllm_steering.py), each turn is a call of one of the offered tools in the Hermes
+# format or a few words, so rollouts take several steps. The processor masks tokens after
+# vLLM computed the logprobs it reports: those stay the model's own, what scoring the same
+# tokens again gives.
+STEER = (
+    r'(<tool_call>\n\{"name": "(get_weather|increment_counter|get_counter_value)", "arguments": '
+    r'\{("city": "[A-Z][a-z]{2,8}"|"count": [1-9])?\}\}\n</tool_call>|It is (cold|sunny|rainy)\.)'
+)
+SESSION_STATE = "example_session_state_mgmt"
+NEMO_RL_AGENTS = {
+    WEATHER: AGENTS[WEATHER],
+    SESSION_STATE: f"{SESSION_STATE}_simple_agent",
+    GYMNASIUM: f"{GYMNASIUM}_agent",
+}
+
+
+def three_environments_config(path: Path) -> Path:
+    """The shipped config, extended as its comment tells a user to for their own agents:
+    `example_session_state_mgmt` (GymBus's) and the hosted NeMo Gym server
+    `example_multi_turn_gymnasium` with NeMo Gym's own `gymnasium_agent`, under `serve`,
+    and each agent's three entries."""
+    import yaml
+
+    config = yaml.safe_load(FRONT_CONFIG.read_text())
+    serve = config["gymbus_front"]["resources_servers"]["gymbus"]["serve"]
+    serve += [SESSION_STATE, NEMO_RL_AGENTS[SESSION_STATE], f"nemo-gym:{GYMNASIUM}"]
+    for environment in (SESSION_STATE, GYMNASIUM):
+        agent = NEMO_RL_AGENTS[environment]
+        config[agent] = {"responses_api_agents": {"gymbus": {"entrypoint": "app.py"}}}
+        relay = {"entrypoint": "app.py", "agent_server": {"type": "responses_api_agents", "name": agent}}
+        config[f"{agent}_environment_server"] = {"environment_servers": {"legacy_agent": relay}}
+        config[environment] = {"resources_servers": {"gymbus": {"entrypoint": "app.py", "domain": "agent"}}}
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def nemo_rl_rows(count: int = PER_ENVIRONMENT) -> list[dict[str, Any]]:
+    """`count` example rows of each environment, as NeMo RL sends them: its agent named,
+    `_rowidx` added, temperature and top_p set, output tokens capped; each asks the server
+    to steer the policy (`STEER`, with a seed per row)."""
+    (gymnasium,) = built([GYMNASIUM]).values()
+    sources = {
+        WEATHER: EXAMPLES / f"{WEATHER}.jsonl",
+        SESSION_STATE: EXAMPLES / f"{SESSION_STATE}.jsonl",
+        GYMNASIUM: gymnasium / "data" / "example.jsonl",
+    }
+    sent = []
+    for environment, source in sources.items():
+        for line in source.read_text().splitlines()[:count]:
+            row = json.loads(line)
+            index = len(sent)
+            extra = {"vllm_xargs": {"gymbus_regex": STEER}, "seed": index}
+            params = row["responses_create_params"] | {
+                "temperature": 1.0, "top_p": 1.0, "max_output_tokens": 64,
+                "metadata": {"extra_body": json.dumps(extra)},
+            }  # fmt: skip
+            agent_ref = {"type": "responses_api_agents", "name": NEMO_RL_AGENTS[environment]}
+            sent.append({**row, "responses_create_params": params, "agent_ref": agent_ref, "_rowidx": index})
+    return sent
+
+
+def scored_by_vllm(server: VllmServer, prompt: list[int], generated: list[int]) -> list[float]:
+    """The logprob the vLLM server gives each of `generated` after `prompt`, scoring the
+    sequence again (`prompt_logprobs`: the model's own logprob of each prompt token)."""
+    body = {"model": MODEL_NAME, "prompt": prompt + generated, "max_tokens": 1, "prompt_logprobs": 0}
+    headers = {"Content-Type": "application/json"}
+    data = json.dumps(body).encode()
+    request = urllib.request.Request(f"{server.url}/completions", data=data, headers=headers)
+    with urllib.request.urlopen(request, timeout=120) as reply:
+        scored = json.loads(reply.read())["choices"][0]["prompt_logprobs"]
+    return [scored[len(prompt) + i][str(token)]["logprob"] for i, token in enumerate(generated)]
+
+
+def nemo_rl_run(
+    client_python: Path, vllm_server: VllmServer, ray_address: str, tmp_path: Path
+) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
+    """NeMo RL's call, in the Ray cluster at `ray_address`: `RunHelper().start` on its config
+    dict, `run_examples` on its rows; the rows sent and the results by `_rowidx`."""
     config = {
-        "config_paths": [str(FRONT_CONFIG)],
+        "config_paths": [str(three_environments_config(tmp_path / "gymbus_three.yaml"))],
         "policy_base_url": [vllm_server.url],
         "policy_model_name": MODEL_NAME,
         "policy_api_key": "dummy_key",
         "head_server": {"host": "127.0.0.1", "port": free_port()},
         "uv_venv_dir": str(tmp_path / "venvs"),
         "skip_venv_if_present": True,
+        "ray_head_node_address": ray_address,
     }
     (tmp_path / "config.json").write_text(json.dumps(config))
-    sent = [{**row, "responses_create_params": {**row["responses_create_params"], "max_output_tokens": 16,
-             "temperature": 1.0, "top_p": 1.0}} for row in rows(WEATHER)]  # fmt: skip
+    sent = nemo_rl_rows()
     source = write_rows(tmp_path / "rows.jsonl", sent)
     environ = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
     environ |= {"NEMO_GYM_EXTRA_ROOTS": str(NEMO_GYM_ROOT), "GYMBUS_RUNNER": RUNNER_SCRIPT}
@@ -360,9 +551,85 @@ def test_nemo_rl_starts_gymbus_from_its_config_paths_and_gets_trainable_rollouts
         cwd=tmp_path, capture_output=True, text=True, timeout=540, env=environ,
     )  # fmt: skip
     assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-5000:]}"
-    results = [line["result"] for line in client_lines(done.stdout)]
-    assert sorted(r["_rowidx"] for r in results) == sorted(row["_rowidx"] for row in sent)
-    for result in results:
+    results = {line["result"]["_rowidx"]: line["result"] for line in client_lines(done.stdout)}
+    return sent, results
+
+
+@contextmanager
+def ray_cluster(client_python: Path, tries: int = 3) -> Iterator[str]:
+    """A Ray cluster, as NeMo RL hands NeMo Gym the one it runs in (`ray_head_node_address`);
+    its address. Ray's start-up times out on a saturated machine (its node waits a minute for
+    its agents), so it is tried again. No token authentication: the test's processes only."""
+    ray = client_python.parent / "ray"
+    folder = Path(tempfile.mkdtemp(prefix="ray-"))  # short: Ray's socket paths must fit 107 bytes
+    environ = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    log = folder / "start.log"
+    try:
+        for _ in range(tries):
+            port = free_port()
+            with open(log, "ab") as out:
+                process = subprocess.Popen(
+                    [str(ray), "start", "--head", "--block", f"--port={port}", f"--temp-dir={folder}",
+                     "--include-dashboard=false", "--disable-usage-stats"],
+                    env=environ, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )  # fmt: skip
+            try:
+                deadline = time.monotonic() + 180
+                while process.poll() is None and time.monotonic() < deadline:
+                    if "Ray runtime started" in log.read_text(errors="replace"):
+                        yield f"127.0.0.1:{port}"
+                        return
+                    time.sleep(1)
+            finally:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGTERM)
+                    try:
+                        process.wait(30)
+                    except subprocess.TimeoutExpired:
+                        os.killpg(process.pid, signal.SIGKILL)
+                        process.wait()
+        pytest.fail(f"Ray did not start in {tries} tries:\n{log.read_text(errors='replace')[-3000:]}")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.timeout(900)  # Ray, NeMo Gym's servers, GymBus's workers and 9 rollouts on vLLM
+def test_nemo_rl_starts_gymbus_from_its_config_paths_and_gets_trainable_rollouts_from_its_vllm(
+    client_python: Path, vllm_server: VllmServer, tmp_path: Path
+) -> None:
+    """`RunHelper().start` with a config dict shaped as NeMo RL's (GymBus's config among its
+    `config_paths`, its vLLM server as `policy_base_url`, the head server on a free port, its
+    Ray cluster), then `run_examples` on rows of three environments: the weather one (a tool call, then an
+    answer), `example_session_state_mgmt` (tools over a session's state) and a hosted NeMo
+    Gym server played by NeMo Gym's own `gymnasium_agent` (scripted user turns). GymBus's
+    front, workers and `vllm` model function come up from the config, and every result
+    passes NeMo RL's checks, its logprobs those vLLM gives the same tokens."""
+    linked_environments(tmp_path / "venvs", client_python.parents[1])
+    with ray_cluster(client_python) as ray_address:
+        sent, results = nemo_rl_run(client_python, vllm_server, ray_address, tmp_path)
+    assert sorted(results) == [row["_rowidx"] for row in sent]
+    trained: dict[int, int] = {}  # model calls NeMo RL trains on, by row
+    differences = []
+    for row in sent:
+        result = results[row["_rowidx"]]
         assert "_ng_failure_class" not in result, result
         assert result["_gymbus"]["delivery"] >= 1  # run by a GymBus agent worker
-        nemo_rl_checks(result)
+        assert result["agent_ref"]["name"] == row["agent_ref"]["name"]
+        trained[row["_rowidx"]] = nemo_rl_checks(result)
+        for item in result["response"]["output"]:
+            if item.get("generation_token_ids"):
+                prompt, generated = item["prompt_token_ids"], item["generation_token_ids"]
+                scored = scored_by_vllm(vllm_server, prompt, generated)
+                differences += [abs(a - b) for a, b in zip(scored, item["generation_log_probs"], strict=True)]
+    print(f"{len(differences)} sampled tokens; largest logprob difference from vLLM: {max(differences):.2e}")
+    assert max(differences) <= 1e-4
+    # Multi-turn: a tool's output, then a trained model turn after it; the scripted user's turns.
+    scripted = {row["_rowidx"]: row for row in sent if row["agent_ref"]["name"] == NEMO_RL_AGENTS[GYMNASIUM]}
+    tools_then_turn = [
+        index for index, result in results.items() if index not in scripted and trained[index] >= 2
+        and "function_call_output" in [item.get("type") for item in result["response"]["output"]]
+    ]  # fmt: skip
+    assert tools_then_turn, [json.dumps(results[index]["response"]["output"])[:600] for index in results]
+    for index, row in scripted.items():
+        assert trained[index] == len(row["follow_ups"]) + 1
