@@ -13,7 +13,10 @@ GymBus only`, `works on NeMo Gym only` (a GymBus bug: must stay empty), or `fail
 with the shared reason (read from what failed: NeMo Gym's data, a key, a download,
 containers). Per server it records each side's rows ok and failed, per-row rewards, and
 whether the two sides sent the model the same requests. The run exits 1 when a server works
-on NeMo Gym only or a reward or request differs, listing each difference. A run stopped
+on NeMo Gym only or a reward or request differs, listing each difference. A re-verified row
+whose reward differs is tried once more on each side; where one side scores the same request
+differently the second time (a server whose reward depends on the clock), the row is listed
+as unsettled, with every reward each side gave, and is no difference. A run stopped
 midway resumes where it stopped (servers already in `--out` are kept).
 
     .venv/bin/python scripts/nemo_gym_census.py --out census.jsonl [--servers mcqa wordle ...]
@@ -232,20 +235,24 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def details(results: list[dict[str, Any]]) -> str:
     """Each server's two sides: rows ok of rows (and re-verified), rewards and requests that
-    differ, and how long each side took."""
+    differ, rows whose reward changed between tries, and how long each side took."""
     lines = [
-        "| server | NeMo Gym | GymBus | reward mismatches | request mismatches | requests (NeMo Gym / GymBus) "
-        "| seconds (NeMo Gym + GymBus) |",
-        "| --- | --- | --- | ---: | ---: | --- | --- |",
+        "| server | NeMo Gym | GymBus | reward mismatches | unsettled rows | request mismatches "
+        "| requests (NeMo Gym / GymBus) | seconds (NeMo Gym + GymBus) |",
+        "| --- | --- | --- | ---: | ---: | ---: | --- | --- |",
     ]
     for one in sorted(results, key=lambda one: str(one["server"])):
         sides = [_side(one[name]) for name in ("nemo_gym", "gymbus")]
         asked = one["requests"]
         lines.append(
             f"| `{one['server']}` | {sides[0]} | {sides[1]} | {len(one['reward_mismatches'])} "
-            f"| {len(one['request_mismatches'])} | {asked.get('nemo_gym', 0)} / {asked.get('gymbus', 0)} "
+            f"| {len(one.get('unsettled', []))} | {len(one['request_mismatches'])} "
+            f"| {asked.get('nemo_gym', 0)} / {asked.get('gymbus', 0)} "
             f"| {one['nemo_gym']['seconds']:.0f} + {one['gymbus']['seconds']:.0f} |"
         )
+    unsettled = [f"- `{one['server']}` {said}" for one in results for said in one.get("unsettled", [])]
+    if unsettled:
+        lines += ["", "Unsettled rows (tried twice on each side):", *unsettled]
     return "\n".join(lines)
 
 
