@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from census_endpoint import Recorder, canonical
-from census_nemo_gym import POLICY, OwnStack, materialize
+from census_nemo_gym import NO_RAY, POLICY, OwnStack, materialize
 
 from gymbus import bus
 from gymbus.functions import ModelOptions
@@ -79,6 +79,8 @@ class BothWays:
     requests: dict[str, int] = field(default_factory=dict)
     """How many requests each side sent the endpoint."""
     seconds: float = 0.0
+    unmeasured: str = ""
+    """Why NeMo Gym's side could not be measured at all (its Ray did not start): no class, no row."""
 
 
 def _rows(path: Path, count: int, target: Path) -> Path:
@@ -306,6 +308,8 @@ async def both_ways(
     own = OwnStack(server.config_file, tuple(result.judges), recorder, work)
     try:
         failure = await asyncio.to_thread(own.start)
+        if failure is not None and failure.startswith(NO_RAY):
+            result.unmeasured = failure[:300]
         if failure is not None:
             side.outcome, why = classify(failure)
             side.why = f"start: {why}"

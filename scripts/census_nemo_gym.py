@@ -35,6 +35,8 @@ RAY_TRIES = 3
 RAY_LATE = "The current node timed out during startup"
 """What Ray says when its raylet has not registered within its fixed 30 s: on busy cores a
 start-up that is late, not one that fails, so `ng_run` is started again."""
+NO_RAY = "Ray did not start"
+"""How a start that stayed late begins: NeMo Gym's side was not measured, the machine too busy."""
 
 
 def _free_port() -> int:
@@ -99,7 +101,7 @@ class OwnStack:
                 return failure
             self._end_group()  # what the failed start left running
             if attempt == RAY_TRIES:
-                return f"Ray did not start in {RAY_TRIES} tries (the cores too busy?): {failure}"
+                return f"{NO_RAY} in {RAY_TRIES} tries (the cores too busy?): {failure}"
         return None
 
     def _end_group(self) -> None:
