@@ -14,7 +14,11 @@ recorded endpoint (`census_endpoint`), and what differs.
 Each side ends `works` (every row collected) or in the outcome its failure's text names
 (`classify`). Compared: per-row rewards (collected, by task index; re-verified, by line)
 and the requests each side sent the endpoint, as a multiset per model name, in the
-endpoint's canonical form. The server's class says whose problem it is: `works on both`,
+endpoint's canonical form. A re-verified row whose reward differs between the sides is
+re-verified once more on each side: where one side scores the same request differently
+the second time, the row is `unsettled` (the server's own nondeterminism, listed with
+every reward each side gave), else the difference stands. The server's class says whose
+problem it is: `works on both`,
 `works on GymBus only`, `works on NeMo Gym only` (a GymBus bug, always), or `fails on
 both` with the shared reason.
 """
@@ -30,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from census_endpoint import Recorder, canonical
-from census_nemo_gym import POLICY, OwnStack, materialize
+from census_nemo_gym import NO_RAY, POLICY, OwnStack, materialize
 
 from gymbus import bus
 from gymbus.functions import ModelOptions
@@ -69,10 +73,14 @@ class BothWays:
     nemo_gym: Side = field(default_factory=Side)
     gymbus: Side = field(default_factory=Side)
     reward_mismatches: list[str] = field(default_factory=list)
+    unsettled: list[str] = field(default_factory=list)
+    """Re-verified rows whose reward changed between two tries of the same request on one side."""
     request_mismatches: list[str] = field(default_factory=list)
     requests: dict[str, int] = field(default_factory=dict)
     """How many requests each side sent the endpoint."""
     seconds: float = 0.0
+    unmeasured: str = ""
+    """Why NeMo Gym's side could not be measured at all (its Ray did not start): no class, no row."""
 
 
 def _rows(path: Path, count: int, target: Path) -> Path:
@@ -278,12 +286,9 @@ async def both_ways(
                 side.why = f"collect ({side.failed}/{side.rows} failed): {why}"
             if reverify is not None and side.outcome == "works":
                 verified = work / "gymbus.reverified.jsonl"
-                report = await verify_rollouts(
-                    VerifyOptions(input=reverify[0], inputs=reverify[1], output=verified, agent=result.agent,
-                                  nats_url=url, timeouts=timeouts),  # fmt: skip
-                    quiet(),
+                report, found = await _gymbus_reverify(
+                    *reverify, verified, result.agent, url, timeouts, quiet
                 )
-                found = _reverified(verified, reverify[0])
                 side.rewards |= found
                 side.reverified = len(found)
                 if report.failed:
@@ -303,6 +308,8 @@ async def both_ways(
     own = OwnStack(server.config_file, tuple(result.judges), recorder, work)
     try:
         failure = await asyncio.to_thread(own.start)
+        if failure is not None and failure.startswith(NO_RAY):
+            result.unmeasured = failure[:300]
         if failure is not None:
             side.outcome, why = classify(failure)
             side.why = f"start: {why}"
@@ -324,9 +331,8 @@ async def both_ways(
         await asyncio.to_thread(own.stop)
     if reverify is not None and side.outcome == "works":
         output = work / "nemo_gym.reverified.jsonl"
-        status = await asyncio.to_thread(own.reverify, reverify[1], reverify[0], output, timeouts.verify * 4)
-        unsafe = output.with_name(f"unsafe_{output.name}")  # its name where the server's reverify_mode is not stateless
-        found = _reverified(unsafe if unsafe.exists() else output, reverify[0])
+        limit = timeouts.verify * 4
+        status, found = await asyncio.to_thread(_nemo_gym_reverify, own, *reverify, output, limit)
         side.rewards |= found
         side.reverified = len(found)
         if status != 0 or len(found) < len(reverify[0].read_text().splitlines()):
@@ -336,23 +342,114 @@ async def both_ways(
     side.seconds = round(time.monotonic() - clock, 1)
 
     _judge(result, work)
+    differing = [key for key in _differing(result.nemo_gym, result.gymbus) if key.startswith("r")]
+    if differing and reverify is not None:
+        again = work / "again"
+        again.mkdir()
+        numbers = [int(key[1:]) for key in differing]
+        rollouts, inputs = (_lines(path, numbers, again / path.name) for path in reverify)
+        recorder.log = again / "requests.jsonl"  # what a second try asks is not compared
+        output = again / "nemo_gym.reverified.jsonl"
+        limit = timeouts.verify * 4
+        _, theirs = await asyncio.to_thread(_nemo_gym_reverify, own, rollouts, inputs, output, limit)
+        ours = await _gymbus_again(target, url, recorder, result, worker, (rollouts, inputs), again, timeouts,
+                                   quiet)  # fmt: skip
+        back = {f"r{index}": f"r{number}" for index, number in enumerate(numbers, 1)}
+        _settle(result, {back[key]: reward for key, reward in theirs.items() if key in back},
+                {back[key]: reward for key, reward in ours.items() if key in back})  # fmt: skip
     result.seconds = round(time.monotonic() - started, 1)
     return result
+
+
+def _lines(path: Path, numbers: list[int], target: Path) -> Path:
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    target.write_text("".join(lines[number - 1] + "\n" for number in numbers))
+    return target
+
+
+async def _gymbus_reverify(
+    rollouts: Path, inputs: Path, output: Path, agent: str, url: str, timeouts: Any, quiet: Any
+) -> tuple[Any, dict[str, float | None]]:
+    """`verify --inputs` of stored rollouts on a served worker: (its report, rewards by line)."""
+    options = VerifyOptions(input=rollouts, inputs=inputs, output=output, agent=agent, nats_url=url,
+                            timeouts=timeouts)  # fmt: skip
+    report = await verify_rollouts(options, quiet())
+    return report, _reverified(output, rollouts)
+
+
+def _nemo_gym_reverify(
+    own: OwnStack, rollouts: Path, inputs: Path, output: Path, timeout: float
+) -> tuple[int, dict[str, float | None]]:
+    """`gym eval reverify` of stored rollouts: (its exit status, rewards by line)."""
+    status = own.reverify(inputs, rollouts, output, timeout)
+    unsafe = output.with_name(f"unsafe_{output.name}")  # its name where reverify_mode is not stateless
+    return status, _reverified(unsafe if unsafe.exists() else output, rollouts)
+
+
+async def _gymbus_again(
+    target: str, url: str, recorder: Recorder, result: BothWays, worker: Any, stored: tuple[Path, Path],
+    work: Path, timeouts: Any, quiet: Any,
+) -> dict[str, float | None]:
+    """GymBus's second try: the server served again, its rollouts re-verified again."""
+    nc, host, made = await _serve_models(url, recorder, result.judges)
+    running = worker(target, url, work / "gymbus.worker.log")
+    try:
+        if await running.ready() is not None:
+            return {}
+        output = work / "gymbus.reverified.jsonl"
+        return (await _gymbus_reverify(*stored, output, result.agent, url, timeouts, quiet))[1]
+    finally:
+        running.stop()
+        await host.stop()
+        await nc.close()
+        for model in made:
+            await model.aclose()
+
+
+def _settle(result: BothWays, theirs: dict[str, float | None], ours: dict[str, float | None]) -> None:
+    """Each re-verified row tried again on both sides (`theirs`, `ours`): a row one side
+    scored differently the second time is unsettled, no longer a mismatch; a row each side
+    scored alike twice (or a second try that gave no reward) stays a mismatch, saying so."""
+    kept = []
+    for said in result.reward_mismatches:
+        key = said.removeprefix("row ").partition(":")[0]
+        if key not in theirs and key not in ours:
+            kept.append(said)
+            continue
+        tries = {
+            "NeMo Gym": (result.nemo_gym.rewards.get(key), theirs.get(key)),
+            "GymBus": (result.gymbus.rewards.get(key), ours.get(key)),
+        }
+        each = ", ".join(f"{side} {first} then {second}" for side, (first, second) in tries.items())
+        varied = [side for side, (first, second) in tries.items() if not _same(first, second)]
+        if varied and None not in (value for pair in tries.values() for value in pair):
+            by = " and ".join(varied)
+            result.unsettled.append(f"row {key}: {each} (the same request scored differently by {by})")
+        else:
+            kept.append(f"row {key}: {each}")
+    result.reward_mismatches = kept
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    return (a is None and b is None) or (
+        isinstance(a, int | float) and isinstance(b, int | float) and abs(a - b) <= REWARD_TOLERANCE
+    )
+
+
+def _differing(theirs: Side, ours: Side) -> list[str]:
+    """The rows whose rewards differ between the sides (re-verified ones only where both re-verified)."""
+    keys = set(theirs.rewards) | set(ours.rewards)
+    if not (theirs.reverified and ours.reverified):  # a side whose re-verification did not run says why
+        keys = {key for key in keys if not key.startswith("r")}
+    return [key for key in sorted(keys) if not _same(theirs.rewards.get(key), ours.rewards.get(key))]
 
 
 def _judge(result: BothWays, work: Path) -> None:
     """The server's class, and what differs between the sides."""
     theirs, ours = result.nemo_gym, result.gymbus
-    keys = set(theirs.rewards) | set(ours.rewards)
-    if not (theirs.reverified and ours.reverified):  # a side whose re-verification did not run says why
-        keys = {key for key in keys if not key.startswith("r")}
-    for key in sorted(keys):
-        a, b = theirs.rewards.get(key), ours.rewards.get(key)
-        same = (a is None and b is None) or (
-            isinstance(a, int | float) and isinstance(b, int | float) and abs(a - b) <= REWARD_TOLERANCE
-        )
-        if not same:
-            result.reward_mismatches.append(f"row {key}: NeMo Gym {a}, GymBus {b}")
+    for key in _differing(theirs, ours):
+        said = f"NeMo Gym {theirs.rewards.get(key)}, GymBus {ours.rewards.get(key)}"
+        result.reward_mismatches.append(f"row {key}: {said}")
     result.requests, result.request_mismatches = compare_requests(
         work / "gymbus.requests.jsonl", work / "nemo_gym.requests.jsonl"
     )

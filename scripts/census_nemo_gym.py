@@ -31,6 +31,12 @@ _KINDS = ("resources_servers", "responses_api_agents", "responses_api_models", "
 POLICY = "policy_model"
 START_TIMEOUT = 300.0
 """Seconds `ng_run` gets to start Ray and every server of the config."""
+RAY_TRIES = 3
+RAY_LATE = "The current node timed out during startup"
+"""What Ray says when its raylet has not registered within its fixed 30 s: on busy cores a
+start-up that is late, not one that fails, so `ng_run` is started again."""
+NO_RAY = "Ray did not start"
+"""How a start that stayed late begins: NeMo Gym's side was not measured, the machine too busy."""
 
 
 def _free_port() -> int:
@@ -89,14 +95,32 @@ class OwnStack:
 
     def start(self) -> str | None:
         """`None` once every server is ready; else why not (its log's tail)."""
-        with open(self.log, "wb") as out:
+        for attempt in range(1, RAY_TRIES + 1):
+            failure = self._start()
+            if failure is None or RAY_LATE not in failure:
+                return failure
+            self._end_group()  # what the failed start left running
+            if attempt == RAY_TRIES:
+                return f"{NO_RAY} in {RAY_TRIES} tries (the cores too busy?): {failure}"
+        return None
+
+    def _end_group(self) -> None:
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def _start(self) -> str | None:
+        offset = self.log.stat().st_size if self.log.exists() else 0  # each try appends to the log
+        with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
                 [str(self.bin / "ng_run"), *self.settings], cwd=self.work, stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
             )  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT
         while True:
-            text = self.log.read_text(errors="replace")
+            text = self.log.read_bytes()[offset:].decode(errors="replace")
             if "servers ready!" in text:
                 return None
             if self.process.poll() is not None:
@@ -146,10 +170,16 @@ class OwnStack:
         return self._run(command, output.with_suffix(".log"), timeout)
 
     def reverify(self, inputs: Path, rollouts: Path, output: Path, timeout: float) -> int:
-        """`gym eval reverify --force` (it starts the config's servers itself): its exit status."""
+        """`gym eval reverify --force` (it starts the config's servers and Ray itself, tried again
+        where Ray was late): its exit status."""
         command = [str(self.bin / "gym"), "eval", "reverify", "--inputs", str(inputs), "--rollouts", str(rollouts),
                    "--output", str(output), "--force", "--disable-aggregation", *self.settings]  # fmt: skip
-        return self._run(command, output.with_suffix(".log"), timeout)
+        log = output.with_suffix(".log")
+        for _ in range(RAY_TRIES):
+            status = self._run(command, log, timeout)
+            if status == 0 or RAY_LATE not in log.read_text(errors="replace"):
+                break
+        return status
 
 
 def materialize(rollouts: Path, example: Path, target: Path, agent: str) -> Path:

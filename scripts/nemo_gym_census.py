@@ -13,7 +13,10 @@ GymBus only`, `works on NeMo Gym only` (a GymBus bug: must stay empty), or `fail
 with the shared reason (read from what failed: NeMo Gym's data, a key, a download,
 containers). Per server it records each side's rows ok and failed, per-row rewards, and
 whether the two sides sent the model the same requests. The run exits 1 when a server works
-on NeMo Gym only or a reward or request differs, listing each difference. A run stopped
+on NeMo Gym only or a reward or request differs, listing each difference. A re-verified row
+whose reward differs is tried once more on each side; where one side scores the same request
+differently the second time (a server whose reward depends on the clock), the row is listed
+as unsettled, with every reward each side gave, and is no difference. A run stopped
 midway resumes where it stopped (servers already in `--out` are kept).
 
     .venv/bin/python scripts/nemo_gym_census.py --out census.jsonl [--servers mcqa wordle ...]
@@ -232,20 +235,24 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def details(results: list[dict[str, Any]]) -> str:
     """Each server's two sides: rows ok of rows (and re-verified), rewards and requests that
-    differ, and how long each side took."""
+    differ, rows whose reward changed between tries, and how long each side took."""
     lines = [
-        "| server | NeMo Gym | GymBus | reward mismatches | request mismatches | requests (NeMo Gym / GymBus) "
-        "| seconds (NeMo Gym + GymBus) |",
-        "| --- | --- | --- | ---: | ---: | --- | --- |",
+        "| server | NeMo Gym | GymBus | reward mismatches | unsettled rows | request mismatches "
+        "| requests (NeMo Gym / GymBus) | seconds (NeMo Gym + GymBus) |",
+        "| --- | --- | --- | ---: | ---: | ---: | --- | --- |",
     ]
     for one in sorted(results, key=lambda one: str(one["server"])):
         sides = [_side(one[name]) for name in ("nemo_gym", "gymbus")]
         asked = one["requests"]
         lines.append(
             f"| `{one['server']}` | {sides[0]} | {sides[1]} | {len(one['reward_mismatches'])} "
-            f"| {len(one['request_mismatches'])} | {asked.get('nemo_gym', 0)} / {asked.get('gymbus', 0)} "
+            f"| {len(one.get('unsettled', []))} | {len(one['request_mismatches'])} "
+            f"| {asked.get('nemo_gym', 0)} / {asked.get('gymbus', 0)} "
             f"| {one['nemo_gym']['seconds']:.0f} + {one['gymbus']['seconds']:.0f} |"
         )
+    unsettled = [f"- `{one['server']}` {said}" for one in results for said in one.get("unsettled", [])]
+    if unsettled:
+        lines += ["", "Unsettled rows (tried twice on each side):", *unsettled]
     return "\n".join(lines)
 
 
@@ -273,7 +280,12 @@ def differences(results: list[dict[str, Any]]) -> list[str]:
     return found
 
 
-async def census(targets: list[str], out: Path, rows: int) -> None:
+async def census(targets: list[str], out: Path, rows: int) -> list[str]:
+    """Measures `targets` into `out`; returns those not measured (NeMo Gym's Ray did not start),
+    which are not written, so that a run again measures them."""
+    unmeasured: list[str] = []
+    if not targets:
+        return unmeasured
     with (
         bus.EmbeddedServer() as server,
         tempfile.TemporaryDirectory(prefix="gymbus-census-") as scratch,
@@ -285,11 +297,17 @@ async def census(targets: list[str], out: Path, rows: int) -> None:
             result = await both_ways(
                 _resolved(target), server.url, recorder, work, rows, _quiet, Worker, classify, TIMEOUTS
             )
+            if result.unmeasured:
+                unmeasured.append(target)
+                said = f"not measured: {result.unmeasured}"
+                print(f"[{number}/{len(targets)}] {result.server}: {said}", flush=True)
+                continue
             with open(out, "a") as file:
                 file.write(json.dumps(asdict(result)) + "\n")
             mismatches = len(result.reward_mismatches) + len(result.request_mismatches)
             said = f"{result.klass} ({_short(result.why)}; {mismatches} mismatches; {result.seconds:.0f} s)"
             print(f"[{number}/{len(targets)}] {result.server}: {said}", flush=True)
+    return unmeasured
 
 
 def _resolved(target: str) -> str:
@@ -326,13 +344,16 @@ def main() -> None:
         done = {name for server in measured for name in (server, server.partition("/")[0])}
     targets = [target for target in (args.servers or all_servers()) if target not in done]
     print(f"nemo-gym {release().version}: measuring {len(targets)} servers both ways into {args.out}", flush=True)
-    asyncio.run(census(targets, args.out, args.rows))
+    unmeasured = asyncio.run(census(targets, args.out, args.rows))
     results = [json.loads(line) for line in args.out.read_text().splitlines() if line.strip()]
     print(f"{table(results)}\n\n{details(results)}")
     found = differences(results)
     for said in found:
         print(f"difference: {said}", file=sys.stderr)
-    sys.exit(1 if found else 0)
+    if unmeasured:  # busy is not a failure of the server's, but the run did not do its job
+        said = " ".join(unmeasured)
+        print(f"not measured (NeMo Gym's Ray did not start; run again): {said}", file=sys.stderr)
+    sys.exit(1 if found or unmeasured else 0)
 
 
 if __name__ == "__main__":
