@@ -29,6 +29,8 @@ import asyncio
 import collections
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,9 +208,12 @@ def compare_requests(ours: Path, theirs: Path) -> tuple[dict[str, int], list[str
     return counts, differences
 
 
-async def _serve_models(url: str, recorder: Recorder, judges: list[str]) -> tuple[Any, Any, list[Any]]:
-    """The endpoint on the bus under the names the server's configs use (GymBus's `openai`
-    adapter: what a user serving a real endpoint would run)."""
+@asynccontextmanager
+async def _gymbus_serving(target: str, url: str, recorder: Recorder, judges: list[str], worker: Any,
+                          log: Path) -> AsyncIterator[Any]:  # fmt: skip
+    """The server's worker, and the endpoint on the bus under the names the server's configs
+    use (GymBus's `openai` adapter: what a user serving a real endpoint would run); both
+    stopped when the side is done."""
     nc = await bus.connect(url, name="census models")
     host = bus.ServiceHost(nc)
     made = []
@@ -224,7 +229,15 @@ async def _serve_models(url: str, recorder: Recorder, judges: list[str]) -> tupl
                 if attempt == 2:
                     raise
                 await asyncio.sleep(2)
-    return nc, host, made
+    running = worker(target, url, log)
+    try:
+        yield running
+    finally:
+        running.stop()
+        await host.stop()
+        await nc.close()
+        for model in made:
+            await model.aclose()
 
 
 async def both_ways(
@@ -265,9 +278,8 @@ async def both_ways(
     recorder.log = work / "gymbus.requests.jsonl"
     side = result.gymbus
     clock = time.monotonic()
-    nc, host, made = await _serve_models(url, recorder, result.judges)
-    running = worker(target, url, work / "gymbus.worker.log")
-    try:
+    log = work / "gymbus.worker.log"
+    async with _gymbus_serving(target, url, recorder, result.judges, worker, log) as running:
         failure = await running.ready()
         if failure is not None:
             side.outcome, why = classify(failure)
@@ -293,12 +305,6 @@ async def both_ways(
                 side.reverified = len(found)
                 if report.failed:
                     side.why += f"; reverify ({report.failed} failed): {' '.join(report.failures)[:300]}"
-    finally:
-        running.stop()
-        await host.stop()
-        await nc.close()
-        for model in made:
-            await model.aclose()
     side.seconds = round(time.monotonic() - clock, 1)
 
     # NeMo Gym's own stack.
@@ -391,19 +397,12 @@ async def _gymbus_again(
     work: Path, timeouts: Any, quiet: Any,
 ) -> dict[str, float | None]:
     """GymBus's second try: the server served again, its rollouts re-verified again."""
-    nc, host, made = await _serve_models(url, recorder, result.judges)
-    running = worker(target, url, work / "gymbus.worker.log")
-    try:
+    log = work / "gymbus.worker.log"
+    async with _gymbus_serving(target, url, recorder, result.judges, worker, log) as running:
         if await running.ready() is not None:
             return {}
         output = work / "gymbus.reverified.jsonl"
         return (await _gymbus_reverify(*stored, output, result.agent, url, timeouts, quiet))[1]
-    finally:
-        running.stop()
-        await host.stop()
-        await nc.close()
-        for model in made:
-            await model.aclose()
 
 
 def _settle(result: BothWays, theirs: dict[str, float | None], ours: dict[str, float | None]) -> None:
