@@ -134,11 +134,15 @@ async def unserved(nc: Client, agents: set[str], window: float = DEFAULT_TIMEOUT
 
 
 async def is_served(nc: Client, service: str, timeout: float = DEFAULT_TIMEOUTS.ping) -> bool:
-    """Whether some live worker runs the service named `service` (`$SRV.PING.<name>`)."""
+    """Whether some worker runs the service named `service` (`$SRV.PING.<name>`). Only no
+    responders (no worker subscribed) says no: a ping answered late is a worker busy with its
+    calls, not a missing one, and the server drops a frozen one within its own pings."""
     try:
         await request(nc, subjects.service_ping(service), b"", timeout=timeout)
-    except (NoResponders, RequestTimeout):
+    except NoResponders:
         return False
+    except RequestTimeout:
+        pass
     return True
 
 

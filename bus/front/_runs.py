@@ -34,16 +34,13 @@ from gymbus.schemas import (
     BusUnavailable,
     ClaimStoreFull,
     Limits,
-    NoResponders,
     PayloadTooLarge,
-    RequestTimeout,
     RolloutSummary,
     Timeouts,
 )
 
 from ..connection import Bus
 from ..run import EXPIRED, RunClient, given_up_message
-from ..wire import subjects
 
 __all__ = ["Outcome", "OutcomeStatus", "RolloutRequests"]
 
@@ -52,8 +49,7 @@ log = logging.getLogger("gymbus.front")
 SERVED_FOR = 0.5
 """Seconds a sign of life vouches for an agent: a worker's answer to a ping, or a result of
 the agent's. Every `/run` asks whether its agent is served; thousands posted at once must
-not become thousands of pings to a worker busy with their rollouts (a late answer would
-read as no worker: a 503)."""
+not become thousands of pings to a worker busy with their rollouts."""
 
 _summary = msgspec.json.Decoder(RolloutSummary)
 
@@ -149,18 +145,13 @@ class RolloutRequests:
         return await asyncio.shield(ping)
 
     async def _ping(self, agent: str) -> bool:
-        """No responders means no worker serves `agent`; a late answer means one that is busy
-        (running the rollouts of the burst that asked), not a dead one."""
         try:
-            await self._bus.request(subjects.service_ping(agent), b"", timeout=self._timeouts.ping)
-        except NoResponders:
-            return False
-        except RequestTimeout:
-            pass
+            served = bool(await self._bus.served([agent]))
         finally:
             del self._pings[agent]
-        self._served_until[agent] = time.monotonic() + SERVED_FOR
-        return True
+        if served:
+            self._served_until[agent] = time.monotonic() + SERVED_FOR
+        return served
 
     def _given_up(self, seq: int, deliveries: int) -> None:
         self._resolve(seq, Outcome(OutcomeStatus.LOST, message=given_up_message(deliveries)))
