@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from census_endpoint import Recorder, canonical
-from census_nemo_gym import NO_RAY, POLICY, OwnStack, materialize
+from census_nemo_gym import POLICY, OwnStack, materialize
 
 from gymbus import bus
 from gymbus.functions import ModelOptions
@@ -81,8 +81,6 @@ class BothWays:
     requests: dict[str, int] = field(default_factory=dict)
     """How many requests each side sent the endpoint."""
     seconds: float = 0.0
-    unmeasured: str = ""
-    """Why NeMo Gym's side could not be measured at all (its Ray did not start): no class, no row."""
 
 
 def _rows(path: Path, count: int, target: Path) -> Path:
@@ -241,10 +239,11 @@ async def _gymbus_serving(target: str, url: str, recorder: Recorder, judges: lis
 
 
 async def both_ways(
-    target: str, url: str, recorder: Recorder, work: Path, rows: int, quiet: Any, worker: Any, classify: Any,
-    timeouts: Any,
+    target: str, url: str, recorder: Recorder, ray: str, work: Path, rows: int, quiet: Any, worker: Any,
+    classify: Any, timeouts: Any,
 ) -> BothWays:
-    """`target` measured both ways (see the module docstring)."""
+    """`target` measured both ways (see the module docstring); NeMo Gym's side joins the Ray
+    cluster at `ray`."""
     started = time.monotonic()
     result = BothWays(target)
     try:
@@ -311,11 +310,9 @@ async def both_ways(
     recorder.log = work / "nemo_gym.requests.jsonl"
     side = result.nemo_gym
     clock = time.monotonic()
-    own = OwnStack(server.config_file, tuple(result.judges), recorder, work)
+    own = OwnStack(server.config_file, tuple(result.judges), recorder, ray, work)
     try:
         failure = await asyncio.to_thread(own.start)
-        if failure is not None and failure.startswith(NO_RAY):
-            result.unmeasured = failure[:300]
         if failure is not None:
             side.outcome, why = classify(failure)
             side.why = f"start: {why}"

@@ -1,7 +1,9 @@
 """NeMo Gym's own stack, run as a NeMo Gym user runs it, for the census's both-ways run.
 
 `ng_run` with the server's config and a model config whose policy and judges are NeMo
-Gym's `openai_model` pointing at the census endpoint (each under its own name), then
+Gym's `openai_model` pointing at the census endpoint (each under its own name), joining
+the census's one Ray cluster as NeMo RL's runs join theirs (`ray_cluster`: no Ray start per
+server, which busy cores would miss), then
 `ng_collect_rollouts` on the server's example rows, and `gym eval reverify --force` of
 stored rollouts. NeMo Gym builds a virtual environment per server with uv; here each
 server's directory is given the environment GymBus built for it from the same
@@ -22,21 +24,21 @@ from typing import Any
 
 import yaml
 
+from bench._ray import RAY_ENVIRONMENT
 from gymbus.functions.nemo_gym import requirements_of, virtual_env
 from gymbus.functions.nemo_gym._venv import pinned
 
-__all__ = ["OwnStack", "materialize"]
+__all__ = ["OwnStack", "materialize", "ray_binary"]
 
 _KINDS = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
 POLICY = "policy_model"
 START_TIMEOUT = 300.0
-"""Seconds `ng_run` gets to start Ray and every server of the config."""
-RAY_TRIES = 3
-RAY_LATE = "The current node timed out during startup"
-"""What Ray says when its raylet has not registered within its fixed 30 s: on busy cores a
-start-up that is late, not one that fails, so `ng_run` is started again."""
-NO_RAY = "Ray did not start"
-"""How a start that stayed late begins: NeMo Gym's side was not measured, the machine too busy."""
+"""Seconds `ng_run` gets to start every server of the config."""
+
+
+def ray_binary() -> Path:
+    """The `ray` of NeMo Gym's own environment, which starts the census's cluster."""
+    return virtual_env([pinned()], "NeMo Gym").python.parent / "ray"
 
 
 def _free_port() -> int:
@@ -48,7 +50,7 @@ def _free_port() -> int:
 class OwnStack:
     """`ng_run` of one server's config; `collect` and `reverify` run against it."""
 
-    def __init__(self, config_file: Path, judges: tuple[str, ...], endpoint: Any, work: Path) -> None:
+    def __init__(self, config_file: Path, judges: tuple[str, ...], endpoint: Any, ray: str, work: Path) -> None:
         base = virtual_env([pinned()], "NeMo Gym")
         self.bin = base.python.parent
         self.tree = base.site_packages()
@@ -71,7 +73,9 @@ class OwnStack:
             f"+policy_base_url={endpoint.url('policy')}",
             "+policy_api_key=census",
             "+policy_model_name=policy",
+            f"+ray_head_node_address={ray}",
         ]
+        self.environment = {**os.environ, **RAY_ENVIRONMENT}
         self.process: subprocess.Popen[bytes] | None = None
 
     def _link_environments(self, config_file: Path) -> Path:
@@ -95,32 +99,14 @@ class OwnStack:
 
     def start(self) -> str | None:
         """`None` once every server is ready; else why not (its log's tail)."""
-        for attempt in range(1, RAY_TRIES + 1):
-            failure = self._start()
-            if failure is None or RAY_LATE not in failure:
-                return failure
-            self._end_group()  # what the failed start left running
-            if attempt == RAY_TRIES:
-                return f"{NO_RAY} in {RAY_TRIES} tries (the cores too busy?): {failure}"
-        return None
-
-    def _end_group(self) -> None:
-        if self.process is not None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-    def _start(self) -> str | None:
-        offset = self.log.stat().st_size if self.log.exists() else 0  # each try appends to the log
-        with open(self.log, "ab") as out:
+        with open(self.log, "wb") as out:
             self.process = subprocess.Popen(
                 [str(self.bin / "ng_run"), *self.settings], cwd=self.work, stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+                stdin=subprocess.DEVNULL, start_new_session=True, env=self.environment,
             )  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT
         while True:
-            text = self.log.read_bytes()[offset:].decode(errors="replace")
+            text = self.log.read_text(errors="replace")
             if "servers ready!" in text:
                 return None
             if self.process.poll() is not None:
@@ -149,7 +135,7 @@ class OwnStack:
         running: `gym eval reverify` starts the config's servers and leaves them behind."""
         with open(log, "wb") as out:
             process = subprocess.Popen(command, cwd=self.work, stdout=out, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+                                       stdin=subprocess.DEVNULL, start_new_session=True, env=self.environment)  # fmt: skip
             try:
                 status = process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -170,16 +156,10 @@ class OwnStack:
         return self._run(command, output.with_suffix(".log"), timeout)
 
     def reverify(self, inputs: Path, rollouts: Path, output: Path, timeout: float) -> int:
-        """`gym eval reverify --force` (it starts the config's servers and Ray itself, tried again
-        where Ray was late): its exit status."""
+        """`gym eval reverify --force` (it starts the config's servers itself): its exit status."""
         command = [str(self.bin / "gym"), "eval", "reverify", "--inputs", str(inputs), "--rollouts", str(rollouts),
                    "--output", str(output), "--force", "--disable-aggregation", *self.settings]  # fmt: skip
-        log = output.with_suffix(".log")
-        for _ in range(RAY_TRIES):
-            status = self._run(command, log, timeout)
-            if status == 0 or RAY_LATE not in log.read_text(errors="replace"):
-                break
-        return status
+        return self._run(command, output.with_suffix(".log"), timeout)
 
 
 def materialize(rollouts: Path, example: Path, target: Path, agent: str) -> Path:

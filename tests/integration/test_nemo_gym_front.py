@@ -16,21 +16,19 @@ import json
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench._cluster import RUNNER, Cluster
+from bench._ray import ray_cluster
 from gymbus.functions.nemo_gym import requirements_of, virtual_env
 from gymbus.schemas import GymError
 from tests.fake_openai import FakeOpenAI, ServerThread, free_port
@@ -555,45 +553,6 @@ def nemo_rl_run(
     return sent, results
 
 
-@contextmanager
-def ray_cluster(client_python: Path, tries: int = 3) -> Iterator[str]:
-    """A Ray cluster, as NeMo RL hands NeMo Gym the one it runs in (`ray_head_node_address`);
-    its address. Ray's start-up times out on a saturated machine (its node waits a minute for
-    its agents), so it is tried again. No token authentication: the test's processes only."""
-    ray = client_python.parent / "ray"
-    folder = Path(tempfile.mkdtemp(prefix="ray-"))  # short: Ray's socket paths must fit 107 bytes
-    environ = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
-    log = folder / "start.log"
-    try:
-        for _ in range(tries):
-            port = free_port()
-            with open(log, "ab") as out:
-                process = subprocess.Popen(
-                    [str(ray), "start", "--head", "--block", f"--port={port}", f"--temp-dir={folder}",
-                     "--include-dashboard=false", "--disable-usage-stats"],
-                    env=environ, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )  # fmt: skip
-            try:
-                deadline = time.monotonic() + 180
-                while process.poll() is None and time.monotonic() < deadline:
-                    if "Ray runtime started" in log.read_text(errors="replace"):
-                        yield f"127.0.0.1:{port}"
-                        return
-                    time.sleep(1)
-            finally:
-                if process.poll() is None:
-                    os.killpg(process.pid, signal.SIGTERM)
-                    try:
-                        process.wait(30)
-                    except subprocess.TimeoutExpired:
-                        os.killpg(process.pid, signal.SIGKILL)
-                        process.wait()
-        pytest.fail(f"Ray did not start in {tries} tries:\n{log.read_text(errors='replace')[-3000:]}")
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 @pytest.mark.timeout(900)  # Ray, NeMo Gym's servers, GymBus's workers and 9 rollouts on vLLM
 def test_nemo_rl_starts_gymbus_from_its_config_paths_and_gets_trainable_rollouts_from_its_vllm(
     client_python: Path, vllm_server: VllmServer, tmp_path: Path
@@ -606,7 +565,7 @@ def test_nemo_rl_starts_gymbus_from_its_config_paths_and_gets_trainable_rollouts
     front, workers and `vllm` model function come up from the config, and every result
     passes NeMo RL's checks, its logprobs those vLLM gives the same tokens."""
     linked_environments(tmp_path / "venvs", client_python.parents[1])
-    with ray_cluster(client_python) as ray_address:
+    with ray_cluster(client_python.parent / "ray") as ray_address:
         sent, results = nemo_rl_run(client_python, vllm_server, ray_address, tmp_path)
     assert sorted(results) == [row["_rowidx"] for row in sent]
     trained: dict[int, int] = {}  # model calls NeMo RL trains on, by row
