@@ -103,7 +103,8 @@ def _collected(output: Path) -> dict[str, float | None]:
         for line in output.read_text().splitlines():
             if line.strip():
                 row = json.loads(line)
-                rewards[f"{row.get('_ng_task_index')}"] = row.get("reward")
+                task, rollout = row.get("_ng_task_index"), row.get("_ng_rollout_index") or 0
+                rewards[f"{task}.{rollout}" if rollout else f"{task}"] = row.get("reward")
     return rewards
 
 
@@ -159,9 +160,9 @@ def _with_indices(stored: Path, target: Path, agent: str) -> Path:
     return target
 
 
-def _requests(log: Path) -> collections.Counter[str]:
+def _requests(logs: list[Path]) -> collections.Counter[str]:
     found: collections.Counter[str] = collections.Counter()
-    if log.exists():
+    for log in (log for log in logs if log.exists()):
         for line in log.read_text().splitlines():
             record = json.loads(line)
             try:
@@ -185,8 +186,8 @@ def _first_difference(a: Any, b: Any, at: str = "") -> str:
     return f"{at}: {json.dumps(a)[:120]} != {json.dumps(b)[:120]}"
 
 
-def compare_requests(ours: Path, theirs: Path) -> tuple[dict[str, int], list[str]]:
-    """(how many requests each side sent, what differs): each request one side sent more
+def compare_requests(ours: list[Path], theirs: list[Path]) -> tuple[dict[str, int], list[str]]:
+    """(how many requests each side's logs hold, what differs): each request one side sent more
     often than the other, with its first differing field against the other side's nearest."""
     gymbus, nemo_gym = _requests(ours), _requests(theirs)
     counts = {"nemo_gym": sum(nemo_gym.values()), "gymbus": sum(gymbus.values())}
@@ -296,6 +297,7 @@ async def both_ways(
                 side.outcome, why = classify(_failure_reason(done.paths.failures))
                 side.why = f"collect ({side.failed}/{side.rows} failed): {why}"
             if reverify is not None and side.outcome == "works":
+                recorder.log = work / "gymbus.reverify.requests.jsonl"
                 verified = work / "gymbus.reverified.jsonl"
                 report, found = await _gymbus_reverify(
                     *reverify, verified, result.agent, url, timeouts, quiet
@@ -333,6 +335,7 @@ async def both_ways(
     finally:
         await asyncio.to_thread(own.stop)
     if reverify is not None and side.outcome == "works":
+        recorder.log = work / "nemo_gym.reverify.requests.jsonl"
         output = work / "nemo_gym.reverified.jsonl"
         limit = timeouts.verify * 4
         status, found = await asyncio.to_thread(_nemo_gym_reverify, own, *reverify, output, limit)
@@ -345,6 +348,8 @@ async def both_ways(
     side.seconds = round(time.monotonic() - clock, 1)
 
     _judge(result, work)
+    if result.nemo_gym.outcome == "works" and _collections_differ(result, work):
+        await _collect_again(result, server.config_file, recorder, ray, work, rows_file, timeouts)
     differing = [key for key in _differing(result.nemo_gym, result.gymbus) if key.startswith("r")]
     if differing and reverify is not None:
         again = work / "again"
@@ -362,6 +367,50 @@ async def both_ways(
                 {back[key]: reward for key, reward in ours.items() if key in back})  # fmt: skip
     result.seconds = round(time.monotonic() - started, 1)
     return result
+
+
+def _collections_differ(result: BothWays, work: Path) -> bool:
+    collected = [key for key in _differing(result.nemo_gym, result.gymbus) if not key.startswith("r")]
+    return bool(collected or _collect_requests_differ(work, work))
+
+
+def _collect_requests_differ(ours: Path, theirs: Path) -> list[str]:
+    return compare_requests([ours / "gymbus.requests.jsonl"], [theirs / "nemo_gym.requests.jsonl"])[1]
+
+
+async def _collect_again(
+    result: BothWays, config_file: Path, recorder: Recorder, ray: str, work: Path, rows: Path, timeouts: Any
+) -> None:
+    """NeMo Gym's side collects the same rows once more where the two sides' collections
+    differ. Where NeMo Gym's own two collections differ too (a game dealt from an unseeded
+    `random.Random()`), the server is nondeterministic on its own: its collected rewards and
+    requests that differ are unsettled, not differences; else they stand."""
+    again = work / "collected_again"
+    again.mkdir()
+    recorder.log = again / "nemo_gym.requests.jsonl"
+    own = OwnStack(config_file, tuple(result.judges), recorder, ray, again)
+    try:
+        if await asyncio.to_thread(own.start) is not None:
+            return
+        output = again / "nemo_gym.jsonl"
+        await asyncio.to_thread(own.collect, result.agent, rows, output, timeouts.rollout * 3)
+    finally:
+        await asyncio.to_thread(own.stop)
+    first, second = result.nemo_gym.rewards, _collected(output)
+    rewards_moved = [key for key in first if not key.startswith("r") and not _same(first[key], second.get(key))]
+    own_requests = compare_requests([again / "nemo_gym.requests.jsonl"], [work / "nemo_gym.requests.jsonl"])[1]
+    if not rewards_moved and not own_requests:
+        return
+    why = f"NeMo Gym's own second collection differs from its first ({len(rewards_moved)} rewards, " \
+          f"{len(own_requests)} requests)"  # fmt: skip
+    collected = {f"row {key}" for key in first if not key.startswith("r")}
+    for said in [said for said in result.reward_mismatches if said.partition(":")[0] in collected]:
+        result.reward_mismatches.remove(said)
+        result.unsettled.append(f"{said} ({why})")
+    for said in _collect_requests_differ(work, work):
+        if said in result.request_mismatches:
+            result.request_mismatches.remove(said)
+            result.unsettled.append(f"request {said} ({why})")
 
 
 def _lines(path: Path, numbers: list[int], target: Path) -> Path:
@@ -446,8 +495,10 @@ def _judge(result: BothWays, work: Path) -> None:
     for key in _differing(theirs, ours):
         said = f"NeMo Gym {theirs.rewards.get(key)}, GymBus {ours.rewards.get(key)}"
         result.reward_mismatches.append(f"row {key}: {said}")
+    # A re-verification's requests count only where both sides re-verified.
+    logs = ["requests", *(["reverify.requests"] if theirs.reverified and ours.reverified else [])]
     result.requests, result.request_mismatches = compare_requests(
-        work / "gymbus.requests.jsonl", work / "nemo_gym.requests.jsonl"
+        [work / f"gymbus.{log}.jsonl" for log in logs], [work / f"nemo_gym.{log}.jsonl" for log in logs]
     )
     if theirs.outcome == "works" and ours.outcome == "works":
         result.klass, result.why = "works on both", theirs.why

@@ -66,7 +66,7 @@ class OwnStack:
             for name in (POLICY, *judges)
         }))  # fmt: skip
         self.settings = [
-            f"+config_paths=[{config_file},{models}]",
+            f"+config_paths=[{self._without(config_file, (POLICY, *judges))},{models}]",
             f"+uv_venv_dir={self._link_environments(config_file)}",
             "+skip_venv_if_present=true",
             f"+head_server={{host:127.0.0.1,port:{_free_port()}}}",
@@ -77,6 +77,18 @@ class OwnStack:
         ]
         self.environment = {**os.environ, **RAY_ENVIRONMENT}
         self.process: subprocess.Popen[bytes] | None = None
+
+    def _without(self, config_file: Path, models: tuple[str, ...]) -> Path:
+        """The server's config without its own definitions of the models the census serves
+        (`arena`'s config defines its judge as a `vllm_model` at NVIDIA's API), as a NeMo Gym
+        user pointing the judge at their endpoint edits it: merged with the census's
+        `openai_model` under the same name, NeMo Gym refuses a model server of two types."""
+        document = yaml.safe_load(config_file.read_text()) or {}
+        if not set(document) & set(models):
+            return config_file
+        copy = self.work / f"own_{config_file.name}"
+        copy.write_text(yaml.safe_dump({name: value for name, value in document.items() if name not in models}))
+        return copy
 
     def _link_environments(self, config_file: Path) -> Path:
         """A tree `<kind>/<name>/.venv` of links to the environments GymBus built (building
@@ -134,8 +146,10 @@ class OwnStack:
         """Run `command` to its end in a process group of its own, then end what it left
         running: `gym eval reverify` starts the config's servers and leaves them behind."""
         with open(log, "wb") as out:
-            process = subprocess.Popen(command, cwd=self.work, stdout=out, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, start_new_session=True, env=self.environment)  # fmt: skip
+            process = subprocess.Popen(
+                command, cwd=self.work, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, env=self.environment,
+            )  # fmt: skip
             try:
                 status = process.wait(timeout)
             except subprocess.TimeoutExpired:

@@ -68,7 +68,7 @@ CAUSES = (
     ("needs containers or GPUs", r"docker|podman|apptainer|singularity|\b[Ss]andbox|CUDA|cuda|nvidia|GPU"),
     ("downloads at start", r"github\.com|git\+https|git clone|Could not resolve|name resolution"
                            r"|Name or service not known|getaddrinfo|Cannot connect to host"
-                           r"|huggingface|hf_hub|urlopen|nltk|download"),
+                           r"|huggingface|hf_hub|urlopen|nltk|download|HTTPSConnectionPool"),
 )  # fmt: skip
 _EXCEPTION = re.compile(r"\b(\w+(?:Error|Exception|Exit|MissingMandatoryValue))\b[:(]\s*(.*)")
 _LOG = re.compile(r"its log is (\S+\.log)")

@@ -158,16 +158,17 @@ def test_requests_are_compared_field_by_field_but_for_gymbus_s_cache_key(tmp_pat
         return tmp_path / name
 
     theirs = log("theirs.jsonl", ("policy", "responses", policy), ("bbq_judge_model", "chat", judge))
-    # The same requests, spelled GymBus's way: no nulls, the cache key, the judge over Responses.
+    # The same requests, spelled GymBus's way: no nulls, the cache key, the judge over Responses
+    # (where an empty tool list is no tools).
     same = {"input": [{"role": "user", "content": "hi"}], "model": "policy", "prompt_cache_key": "s1"}
     judged = {"input": [{"role": "user", "content": "Grade."}], "model": "j", "metadata": {"extra_body": '{"seed": 42}'},
-              "text": {"format": {"type": "json_schema", "name": "v", "schema": {"type": "object"}}}}
+              "tools": [], "text": {"format": {"type": "json_schema", "name": "v", "schema": {"type": "object"}}}}
     ours = log("ours.jsonl", ("policy", "responses", same), ("bbq_judge_model", "responses", judged))
-    assert compare_requests(ours, theirs) == ({"nemo_gym": 2, "gymbus": 2}, [])
+    assert compare_requests([ours], [theirs]) == ({"nemo_gym": 2, "gymbus": 2}, [])
     # Without its seed, the judge's request differs, and says where.
     unseeded = log("unseeded.jsonl", ("policy", "responses", same),
                    ("bbq_judge_model", "chat", {k: v for k, v in judge.items() if k != "seed"}))
-    counts, differences = compare_requests(unseeded, theirs)
+    counts, differences = compare_requests([unseeded], [theirs])
     assert counts == {"nemo_gym": 2, "gymbus": 2}
     assert differences == ['bbq_judge_model: .metadata: {"extra_body": "{\\"seed\\": 42}"} != null (NeMo Gym != GymBus)']
 
