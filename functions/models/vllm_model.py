@@ -3,7 +3,8 @@ with token capture for training.
 
 Requests are converted to Chat Completions (`_chat`: instructions → system, function
 calls ↔ `tool_calls`, tool outputs → `tool` messages, reasoning ↔ `<think>` or the server's
-reasoning field, `max_output_tokens` → `max_tokens`) and sent with a plain aiohttp client,
+reasoning field, `max_output_tokens` → `max_tokens`; audio a row carries in its metadata
+as NeMo Gym's vLLM adapter reads it, `_audio`) and sent with a plain aiohttp client,
 bodies encoded and decoded by msgspec: the `openai` SDK costs 0.4-0.6 ms of CPU per call,
 which a training run's hot path should not pay.
 
@@ -64,6 +65,7 @@ from gymbus.schemas import (
 )
 
 from .._spec import ModelOptions
+from ._audio import with_audio
 from ._chat import (
     ChatCompletion,
     ChatUsage,
@@ -239,6 +241,7 @@ class VLLMModel:
         version = adapter.version if adapter is not None else None
         body = chat_request(params, model, reasoning="think")
         body.update(body.pop("extra_body", {}))
+        body = with_audio(body, params.metadata if isinstance(params.metadata, dict) else {})
         try:
             if not self.capture:
                 return response_from_chat(await self._post(f"{url}/chat/completions", body, ChatCompletion))

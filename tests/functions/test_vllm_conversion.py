@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import msgspec
 import pytest
 
 from gymbus.functions import ModelOptions, policy_adapter
+from gymbus.functions.models._audio import with_audio
 from gymbus.functions.models._chat import ChatCompletion, chat_messages, chat_request, response_from_chat
 from gymbus.functions.models._hermes import split_tool_calls
 from gymbus.functions.models._servers import Servers
@@ -94,6 +96,38 @@ def test_extra_body_from_metadata_is_merged() -> None:
     extra = json.dumps({"seed": 3, "top_k": 5})
     body = chat_request(params({"role": "user", "content": "hi"}, metadata={"extra_body": extra}), "m")
     assert body["extra_body"] == {"seed": 3, "top_k": 5}
+
+
+def test_audio_in_metadata_goes_before_the_last_user_messages_text(tmp_path: Path) -> None:
+    """NeMo Gym's audio side channel (`asr_with_pc`'s rows), as its vLLM adapter splices it."""
+    system, user = {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Transcribe."}
+    clip = "data:audio/wav;base64,UklGRg=="
+    body = chat_request(params(system, user, metadata={"audio_data": clip}), "m")
+    spliced = with_audio(body, {"audio_data": clip})
+    assert spliced["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "audio_url", "audio_url": {"url": clip}},
+                                     {"type": "text", "text": "Transcribe."}]},
+    ]  # fmt: skip
+    assert body["messages"][1] == {"role": "user", "content": "Transcribe."}  # the request is not changed
+    first, second = tmp_path / "a.flac", tmp_path / "b.WAV"
+    first.write_bytes(b"fLaC")
+    second.write_bytes(b"RIFF")
+    files = with_audio(chat_request(params(system), "m"), {"audio_paths": json.dumps([str(first), str(second)])})
+    assert files["messages"][-1] == {"role": "user", "content": [
+        {"type": "audio_url", "audio_url": {"url": "data:audio/flac;base64,ZkxhQw=="}},
+        {"type": "audio_url", "audio_url": {"url": "data:audio/wav;base64,UklGRg=="}},
+    ]}  # fmt: skip
+    assert with_audio(body, {"extra_body": "{}"}) is body
+    for metadata, said in [
+        ({"audio_data": clip, "audio_path": str(first)}, "exactly one"),
+        ({"audio_path": "clips/a.wav"}, "relative"),
+        ({"audio_path": str(tmp_path / "a.aiff")}, "unknown format"),
+        ({"audio_path": str(tmp_path / "gone.wav")}, "cannot be read"),
+        ({"audio_paths": str(first)}, "list of files"),
+    ]:
+        with pytest.raises(BadRequest, match=said):
+            with_audio(body, metadata)
 
 
 def test_a_reply_becomes_reasoning_message_and_function_call_items() -> None:
