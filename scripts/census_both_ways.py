@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from census_endpoint import Recorder, canonical
-from census_nemo_gym import POLICY, OwnStack, materialize
+from census_nemo_gym import POLICY, OwnStack, materialize, needs_vllm
 
 from gymbus import bus
 from gymbus.functions import ModelOptions
@@ -71,6 +71,8 @@ class BothWays:
     klass: str = "fails on both"
     why: str = ""
     agent: str = ""
+    policy: str = "openai"
+    """The adapter serving the policy on each side: `vllm` where the server allows no other."""
     judges: list[str] = field(default_factory=list)
     nemo_gym: Side = field(default_factory=Side)
     gymbus: Side = field(default_factory=Side)
@@ -87,6 +89,17 @@ def _rows(path: Path, count: int, target: Path) -> Path:
     lines = [line for line in path.read_text().splitlines() if line.strip()][:count]
     target.write_text("".join(line + "\n" for line in lines))
     return target
+
+
+def _not_json(path: Path) -> str:
+    """Why `path` holds no JSON lines (`""` where it does): a release ships some data files
+    as placeholders."""
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        try:
+            json.loads(line) if line.strip() else None
+        except ValueError:
+            return f"NeMo Gym's data: data/{path.name} line {number} is not JSON ({line.strip()[:40]})"
+    return ""
 
 
 def _agent(server: Any, example: Path) -> str:
@@ -208,18 +221,19 @@ def compare_requests(ours: list[Path], theirs: list[Path]) -> tuple[dict[str, in
 
 
 @asynccontextmanager
-async def _gymbus_serving(target: str, url: str, recorder: Recorder, judges: list[str], worker: Any,
+async def _gymbus_serving(target: str, url: str, recorder: Recorder, policy: str, judges: list[str], worker: Any,
                           log: Path) -> AsyncIterator[Any]:  # fmt: skip
     """The server's worker, and the endpoint on the bus under the names the server's configs
-    use (GymBus's `openai` adapter: what a user serving a real endpoint would run); both
-    stopped when the side is done."""
+    use (GymBus's `openai` adapter: what a user serving a real endpoint would run; its `vllm`
+    adapter for a `policy` of `vllm`); both stopped when the side is done."""
     nc = await bus.connect(url, name="census models")
     host = bus.ServiceHost(nc)
     made = []
-    for name, api in [("policy", "responses"), *((judge, "chat") for judge in judges)]:
-        options = ModelOptions(base_url=recorder.url(name), api_key="census", model=name, api=api)
-        made.append(MODELS["openai"].make(options))
-        service = bus.model_service("openai", name, made[-1])
+    for adapter, name, api in [(policy, "policy", "responses"), *(("openai", judge, "chat") for judge in judges)]:
+        options = ModelOptions(base_url=recorder.url(name), api_key="census", model=name, api=api,
+                               token_capture=False)  # fmt: skip
+        made.append(MODELS[adapter].make(options))
+        service = bus.model_service(adapter, name, made[-1])
         for attempt in range(3):  # two busy cores: a flush may time out
             try:
                 await host.add(service)
@@ -232,7 +246,7 @@ async def _gymbus_serving(target: str, url: str, recorder: Recorder, judges: lis
     try:
         yield running
     finally:
-        running.stop()
+        await asyncio.to_thread(running.stop)  # it waits for the worker's drain: not on the bus's loop
         await host.stop()
         await nc.close()
         for model in made:
@@ -258,16 +272,18 @@ async def both_ways(
         return result
     data = directory / "data"
     example, stored = data / "example.jsonl", data / "example_rollouts.jsonl"
-    if not example.exists():
-        result.nemo_gym = result.gymbus = Side(why="no data/example.jsonl")
-        result.why = "no data/example.jsonl"
+    unreadable = "no data/example.jsonl" if not example.exists() else _not_json(example)
+    if unreadable:
+        result.nemo_gym = result.gymbus = Side(why=unreadable)
+        result.why = unreadable
         return result
     rows_file = _rows(example, rows, work / "rows.jsonl")
     result.agent = _agent(server, example)
     models = {*server.models, *(model for agent in server.agents for model in agent.models)}
     result.judges = sorted(models - {POLICY})
+    result.policy = "vllm" if needs_vllm(server.config_file) else "openai"
     reverify = None
-    if stored.exists():
+    if stored.exists() and not _not_json(stored):  # browsecomp's are `<PLACEHOLDER ROW>` lines
         rollouts = _rows(_with_indices(stored, work / "stored.jsonl", result.agent), rows, work / "stored.jsonl")
         inputs = materialize(rollouts, example, work / "stored_materialized_inputs.jsonl", result.agent)
         # Stored rollouts of other rows than its examples (or of another shape) have no inputs
@@ -279,7 +295,7 @@ async def both_ways(
     side = result.gymbus
     clock = time.monotonic()
     log = work / "gymbus.worker.log"
-    async with _gymbus_serving(target, url, recorder, result.judges, worker, log) as running:
+    async with _gymbus_serving(target, url, recorder, result.policy, result.judges, worker, log) as running:
         failure = await running.ready()
         if failure is not None:
             side.outcome, why = classify(failure)
@@ -444,7 +460,7 @@ async def _gymbus_again(
 ) -> dict[str, float | None]:
     """GymBus's second try: the server served again, its rollouts re-verified again."""
     log = work / "gymbus.worker.log"
-    async with _gymbus_serving(target, url, recorder, result.judges, worker, log) as running:
+    async with _gymbus_serving(target, url, recorder, result.policy, result.judges, worker, log) as running:
         if await running.ready() is not None:
             return {}
         output = work / "gymbus.reverified.jsonl"

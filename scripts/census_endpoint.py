@@ -12,7 +12,8 @@ defaults left out), so the same conversation gets the same answer, ids included,
 each side spells it.
 
 `canonical` is also how the two sides' requests are compared: a Chat Completions request
-as the Responses parameters it carries (the bridge's own reading of it), without `model`
+as the Responses parameters it carries (the bridge's own reading of it; an audio clip as a
+text part naming it by digest), without `model`
 (each side names its own) and without `prompt_cache_key`, which GymBus adds to each policy
 call on purpose (the rollout's session id: the vLLM adapter keeps a rollout on one server
 by it, and OpenAI routes its prompt cache by it; the answer does not depend on it).
@@ -20,6 +21,7 @@ by it, and OpenAI routes its prompt cache by it; the answer does not depend on i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from pathlib import Path
@@ -44,11 +46,31 @@ with the same meaning."""
 
 def canonical(api: str, body: dict[str, Any]) -> dict[str, Any]:
     """`body` (a Responses or Chat Completions request) as comparable Responses parameters."""
-    params = params_from_chat(body) if api == "chat" else _params.decode(msgspec.json.encode(_plain(body)))
+    params = params_from_chat(_heard(body)) if api == "chat" else _params.decode(msgspec.json.encode(_plain(body)))
     plain: dict[str, Any] = _plain(msgspec.to_builtins(params))
     for name in ("model", *ACCEPTED):
         plain.pop(name, None)
     return plain
+
+
+def _heard(chat: dict[str, Any]) -> dict[str, Any]:
+    """`chat` with each `audio_url` part (NeMo Gym's audio side channel, spliced in by a vLLM
+    adapter) as a text part naming its clip by digest: Responses parameters have no audio, and
+    the clip must count in what is compared and in what the policy answers."""
+    messages = []
+    for message in chat.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [_clip(part) if isinstance(part, dict) and part.get("type") == "audio_url" else part
+                       for part in content]  # fmt: skip
+            message = {**message, "content": content}
+        messages.append(message)
+    return {**chat, "messages": messages}
+
+
+def _clip(part: dict[str, Any]) -> dict[str, str]:
+    url = str((part.get("audio_url") or {}).get("url", ""))
+    return {"type": "text", "text": f"[audio {hashlib.sha256(url.encode()).hexdigest()[:16]}, {len(url)} chars]"}
 
 
 def _plain(value: Any) -> Any:

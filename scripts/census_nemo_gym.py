@@ -28,7 +28,7 @@ from bench._ray import RAY_ENVIRONMENT
 from gymbus.functions.nemo_gym import requirements_of, virtual_env
 from gymbus.functions.nemo_gym._venv import pinned
 
-__all__ = ["OwnStack", "materialize", "ray_binary"]
+__all__ = ["OwnStack", "materialize", "needs_vllm", "ray_binary"]
 
 _KINDS = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
 POLICY = "policy_model"
@@ -39,6 +39,35 @@ START_TIMEOUT = 300.0
 def ray_binary() -> Path:
     """The `ray` of NeMo Gym's own environment, which starts the census's cluster."""
     return virtual_env([pinned()], "NeMo Gym").python.parent / "ray"
+
+
+def needs_vllm(config_file: Path) -> bool:
+    """Whether a resources server of the config allows only vLLM model servers as its policy
+    (`allowed_model_types`: `asr_with_pc`, whose audio only NeMo Gym's vLLM adapter sends):
+    then each side's policy is its vLLM adapter (token capture off: the endpoint is no vLLM)."""
+    document = yaml.safe_load(config_file.read_text()) or {}
+    for value in document.values():
+        for server in ((value or {}).get("resources_servers") or {}).values() if isinstance(value, dict) else ():
+            allowed = (server or {}).get("allowed_model_types") if isinstance(server, dict) else None
+            if allowed and "openai_model" not in allowed:
+                return True
+    return False
+
+
+def _openai_model(endpoint: Any, name: str) -> dict[str, Any]:
+    model = "policy" if name == POLICY else name
+    return {"responses_api_models": {"openai_model": {
+        "entrypoint": "app.py", "openai_base_url": endpoint.url(model), "openai_api_key": "census",
+        "openai_model": model, "openai_default_headers": {},
+    }}}  # fmt: skip
+
+
+def _server_failure(log: str) -> str:
+    """`ng_run`'s log up to the failure of the server that stopped it: its last traceback is
+    `ng_run`'s own `RuntimeError: Process ... finished unexpectedly!`, which names the server
+    but not why; the server's traceback comes before it."""
+    last = log.rfind("Traceback")
+    return log[:last] if last > 0 and "finished unexpectedly!" in log[last:] else log
 
 
 def _free_port() -> int:
@@ -57,17 +86,17 @@ class OwnStack:
         self.work = work
         self.log = work / "ng_run.log"
         models = work / "census_models.yaml"
-        models.write_text(yaml.safe_dump({
-            name: {"responses_api_models": {"openai_model": {
-                "entrypoint": "app.py", "openai_base_url": endpoint.url("policy" if name == POLICY else name),
-                "openai_api_key": "census", "openai_model": "policy" if name == POLICY else name,
-                "openai_default_headers": {},
-            }}}
-            for name in (POLICY, *judges)
-        }))  # fmt: skip
+        served = {name: _openai_model(endpoint, name) for name in (POLICY, *judges)}
+        if needs_vllm(config_file):
+            served[POLICY] = {"responses_api_models": {"vllm_model": {
+                "entrypoint": "app.py", "base_url": endpoint.url("policy"), "api_key": "census", "model": "policy",
+                "return_token_id_information": False, "uses_reasoning_parser": False,
+            }}}  # fmt: skip
+        models.write_text(yaml.safe_dump(served))
+        kinds = {kind for model in served.values() for kind in model["responses_api_models"]}
         self.settings = [
             f"+config_paths=[{self._without(config_file, (POLICY, *judges))},{models}]",
-            f"+uv_venv_dir={self._link_environments(config_file)}",
+            f"+uv_venv_dir={self._link_environments(config_file, kinds)}",
             "+skip_venv_if_present=true",
             f"+head_server={{host:127.0.0.1,port:{_free_port()}}}",
             f"+policy_base_url={endpoint.url('policy')}",
@@ -90,11 +119,11 @@ class OwnStack:
         copy.write_text(yaml.safe_dump({name: value for name, value in document.items() if name not in models}))
         return copy
 
-    def _link_environments(self, config_file: Path) -> Path:
+    def _link_environments(self, config_file: Path, models: set[str]) -> Path:
         """A tree `<kind>/<name>/.venv` of links to the environments GymBus built (building
-        any not built yet) for every server directory the config names."""
+        any not built yet) for every server directory the config names and the census's `models`."""
         root = self.work / "venvs"
-        directories = {self.tree / "responses_api_models" / "openai_model"}
+        directories = {self.tree / "responses_api_models" / model for model in models}
         document = yaml.safe_load(config_file.read_text()) or {}
         for value in document.values():
             if isinstance(value, dict):
@@ -122,7 +151,7 @@ class OwnStack:
             if "servers ready!" in text:
                 return None
             if self.process.poll() is not None:
-                return f"ng_run exited with code {self.process.returncode}: " + text[-3000:]
+                return f"ng_run exited with code {self.process.returncode}: " + _server_failure(text)[-3000:]
             if time.monotonic() > deadline:
                 return f"ng_run did not start within {START_TIMEOUT:.0f} s: " + text[-3000:]
             time.sleep(1)

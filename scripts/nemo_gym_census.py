@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -284,10 +285,13 @@ def differences(results: list[dict[str, Any]]) -> list[str]:
     return found
 
 
-async def census(targets: list[str], out: Path, rows: int) -> None:
-    """Measures `targets` into `out`, one server at a time, on one Ray cluster for NeMo Gym's side."""
+async def census(targets: list[str], out: Path, rows: int) -> list[str]:
+    """Measures `targets` into `out`, one server at a time, on one Ray cluster for NeMo Gym's
+    side; returns those the census itself failed on (a traceback printed, no row written: a
+    run again measures them), so that one server's surprise does not stop a long run."""
+    failed: list[str] = []
     if not targets:
-        return
+        return failed
     with (
         bus.EmbeddedServer() as server,
         tempfile.TemporaryDirectory(prefix="gymbus-census-") as scratch,
@@ -297,14 +301,20 @@ async def census(targets: list[str], out: Path, rows: int) -> None:
         for number, target in enumerate(targets, 1):
             work = Path(scratch) / str(number)
             work.mkdir()
-            result = await both_ways(
-                _resolved(target), server.url, recorder, ray, work, rows, _quiet, Worker, classify, TIMEOUTS
-            )
+            try:
+                result = await both_ways(
+                    _resolved(target), server.url, recorder, ray, work, rows, _quiet, Worker, classify, TIMEOUTS
+                )
+            except Exception:
+                failed.append(target)
+                print(f"[{number}/{len(targets)}] {target}: the census failed\n{traceback.format_exc()}", flush=True)
+                continue
             with open(out, "a") as file:
                 file.write(json.dumps(asdict(result)) + "\n")
             mismatches = len(result.reward_mismatches) + len(result.request_mismatches)
             said = f"{result.klass} ({_short(result.why)}; {mismatches} mismatches; {result.seconds:.0f} s)"
             print(f"[{number}/{len(targets)}] {result.server}: {said}", flush=True)
+    return failed
 
 
 def _resolved(target: str) -> str:
@@ -341,13 +351,15 @@ def main() -> None:
         done = {name for server in measured for name in (server, server.partition("/")[0])}
     targets = [target for target in (args.servers or all_servers()) if target not in done]
     print(f"nemo-gym {release().version}: measuring {len(targets)} servers both ways into {args.out}", flush=True)
-    asyncio.run(census(targets, args.out, args.rows))
+    failed = asyncio.run(census(targets, args.out, args.rows))
     results = [json.loads(line) for line in args.out.read_text().splitlines() if line.strip()]
     print(f"{table(results)}\n\n{details(results)}")
     found = differences(results)
     for said in found:
         print(f"difference: {said}", file=sys.stderr)
-    sys.exit(1 if found else 0)
+    if failed:
+        print(f"the census failed on (run again to measure them): {' '.join(failed)}", file=sys.stderr)
+    sys.exit(1 if found or failed else 0)
 
 
 if __name__ == "__main__":
