@@ -370,7 +370,7 @@ async def both_ways(
     side.seconds = round(time.monotonic() - clock, 1)
 
     _judge(result, work)
-    if result.nemo_gym.outcome == "works" and _collections_differ(result, work):
+    if (work / "nemo_gym.requests.jsonl").exists() and _collections_differ(result, work):  # its side ran rows
         await _collect_again(result, server.config_file, recorder, ray, work, rows_file, timeouts)
     differing = [key for key in _differing(result.nemo_gym, result.gymbus) if key.startswith("r")]
     if differing and reverify is not None:
