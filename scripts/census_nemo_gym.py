@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -26,12 +27,13 @@ import yaml
 
 from bench._ray import RAY_ENVIRONMENT
 from gymbus.functions.nemo_gym import requirements_of, virtual_env
-from gymbus.functions.nemo_gym._venv import pinned
+from gymbus.functions.nemo_gym._venv import pinned, tool_path
 
 __all__ = ["OwnStack", "materialize", "needs_vllm", "ray_binary"]
 
 _KINDS = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
 POLICY = "policy_model"
+_RAISED = re.compile(r"^[\w.]+(Error|Exception|Exit)\b.*:")
 START_TIMEOUT = 300.0
 """Seconds `ng_run` gets to start every server of the config."""
 
@@ -63,11 +65,16 @@ def _openai_model(endpoint: Any, name: str) -> dict[str, Any]:
 
 
 def _server_failure(log: str) -> str:
-    """`ng_run`'s log up to the failure of the server that stopped it: its last traceback is
-    `ng_run`'s own `RuntimeError: Process ... finished unexpectedly!`, which names the server
-    but not why; the server's traceback comes before it."""
-    last = log.rfind("Traceback")
-    return log[:last] if last > 0 and "finished unexpectedly!" in log[last:] else log
+    """`ng_run`'s log up to the first exception a server raised, with the lines that detail
+    it (a `ValidationError` names its fields below): what follows is that failure's
+    consequence (`ng_run`'s own `RuntimeError: Process ... finished unexpectedly!`, which
+    names the server but not why, and the other servers' `KeyboardInterrupt` as it stops
+    them). NeMo Gym's warning about the open-files limit quotes an `OSError`: not one."""
+    lines = [line for line in log.splitlines() if "Found ulimit of" not in line]
+    for number, line in enumerate(lines):
+        if _RAISED.match(line) and "finished unexpectedly!" not in line:
+            return "\n".join(lines[: number + 6])
+    return "\n".join(lines)
 
 
 def _free_port() -> int:
@@ -104,7 +111,8 @@ class OwnStack:
             "+policy_model_name=policy",
             f"+ray_head_node_address={ray}",
         ]
-        self.environment = {**os.environ, **RAY_ENVIRONMENT}
+        # uv on the path, as where NeMo Gym is installed: bigcodebench builds its sandbox with it.
+        self.environment = {**os.environ, **RAY_ENVIRONMENT, "PATH": tool_path()}
         self.process: subprocess.Popen[bytes] | None = None
 
     def _without(self, config_file: Path, models: tuple[str, ...]) -> Path:

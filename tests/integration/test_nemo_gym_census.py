@@ -131,6 +131,28 @@ def test_a_process_that_exits_without_an_exception_is_told_by_its_logs_last_line
     assert why.startswith("exited with code 1: ") and why.endswith("x/base.py: expected one server class")
 
 
+def test_a_failed_ng_run_is_read_from_the_servers_own_exception_not_ng_runs_wrapper() -> None:
+    census_module()
+    from census_nemo_gym import _server_failure
+
+    from nemo_gym_census import classify
+
+    log = "\n".join([
+        "Found ulimit of 1024 and failed: this can cause `OSError: [Errno 24] Too many open files`.",
+        "Traceback (most recent call last):",
+        '  File "app.py", line 9, in <module>',
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for SearchConfig",
+        "google_api_key",
+        "  Field required [type=missing]",
+        "Traceback (most recent call last):",
+        "KeyboardInterrupt",
+        "Traceback (most recent call last):",
+        "RuntimeError: Process `google_search` finished unexpectedly!",
+    ])  # fmt: skip
+    assert classify(_server_failure(log)) == ("needs a key", "ValidationError: 1 validation error for SearchConfig")
+    assert classify(log)[1] == "RuntimeError: Process `google_search` finished unexpectedly!"
+
+
 def test_the_tables_reasons_name_no_machines_folders() -> None:
     census = census_module()
     why = (
