@@ -59,10 +59,8 @@ def ray_cluster(ray: Path, tries: int = 3) -> Iterator[str]:
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
+    """The whole group at once: `ray start --block` was still running 10 s after a SIGTERM or
+    a SIGINT, and the cluster (its folder removed after) holds nothing to save."""
     if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
