@@ -44,6 +44,7 @@ from gymbus.functions.models import MODELS
 from gymbus.functions.nemo_gym import OWN_AGENTS, locate, prepare
 from gymbus.functions.nemo_gym._config import read_config
 from gymbus.runner import CollectOptions, VerifyOptions, collect, verify_rollouts
+from gymbus.runner._input import UnknownAgent
 from gymbus.schemas import GymError
 
 CLASSES = ("works on both", "works on GymBus only", "works on NeMo Gym only", "fails on both")
@@ -277,6 +278,10 @@ async def both_ways(
         result.nemo_gym = result.gymbus = Side(why=unreadable)
         result.why = unreadable
         return result
+    if not server.agents:  # its agent comes from elsewhere (a benchmark's config): neither side has one
+        result.nemo_gym = result.gymbus = Side(why="its config declares no agent")
+        result.why = "its config declares no agent"
+        return result
     rows_file = _rows(example, rows, work / "rows.jsonl")
     result.agent = _agent(server, example)
     models = {*server.models, *(model for agent in server.agents for model in agent.models)}
@@ -304,24 +309,30 @@ async def both_ways(
             output = work / "gymbus.jsonl"
             options = CollectOptions(input=rows_file, output=output, agent=result.agent, nats_url=url,
                                      timeouts=timeouts)  # fmt: skip
-            done = await collect(options, quiet(), asyncio.Event())
-            side.rows, side.ok, side.failed = done.planned, done.written, done.failed
-            side.rewards = _collected(output)
-            if done.written == done.planned and done.planned:
-                side.outcome, side.why = "works", f"collected {side.ok}/{side.rows}"
-            else:
-                side.outcome, why = classify(_failure_reason(done.paths.failures))
-                side.why = f"collect ({side.failed}/{side.rows} failed): {why}"
-            if reverify is not None and side.outcome == "works":
-                recorder.log = work / "gymbus.reverify.requests.jsonl"
-                verified = work / "gymbus.reverified.jsonl"
-                report, found = await _gymbus_reverify(
-                    *reverify, verified, result.agent, url, timeouts, quiet
-                )
-                side.rewards |= found
-                side.reverified = len(found)
-                if report.failed:
-                    side.why += f"; reverify ({report.failed} failed): {' '.join(report.failures)[:300]}"
+            try:
+                done = await collect(options, quiet(), asyncio.Event())
+            except UnknownAgent as exc:  # the worker did not serve it: its log says why
+                side.outcome, why = classify(f"{exc}\n{running.text()[-3000:]}")
+                side.why = f"collect: {why}"
+                done = None
+            if done is not None:
+                side.rows, side.ok, side.failed = done.planned, done.written, done.failed
+                side.rewards = _collected(output)
+                if done.written == done.planned and done.planned:
+                    side.outcome, side.why = "works", f"collected {side.ok}/{side.rows}"
+                else:
+                    side.outcome, why = classify(_failure_reason(done.paths.failures))
+                    side.why = f"collect ({side.failed}/{side.rows} failed): {why}"
+                if reverify is not None and side.outcome == "works":
+                    recorder.log = work / "gymbus.reverify.requests.jsonl"
+                    verified = work / "gymbus.reverified.jsonl"
+                    report, found = await _gymbus_reverify(
+                        *reverify, verified, result.agent, url, timeouts, quiet
+                    )
+                    side.rewards |= found
+                    side.reverified = len(found)
+                    if report.failed:
+                        side.why += f"; reverify ({report.failed} failed): {' '.join(report.failures)[:300]}"
     side.seconds = round(time.monotonic() - clock, 1)
 
     # NeMo Gym's own stack.
