@@ -39,9 +39,10 @@ __all__ = ["ACCEPTED", "Recorder", "canonical"]
 ACCEPTED = ("prompt_cache_key",)
 """Request fields one side sends and the other does not, on purpose (see the docstring)."""
 _params = msgspec.json.Decoder(ResponsesCreateParams)
-_DEFAULTS = {"type": "message", "status": "completed", "annotations": [], "logprobs": [], "tools": []}
-"""Members an item (or a request: no tools is an empty tool list) may spell out or leave out
-with the same meaning."""
+_DEFAULTS = {"type": "message", "status": "completed", "annotations": [], "logprobs": [], "tools": [],
+             "stream": False}  # fmt: skip
+"""Members an item (or a request: no tools is an empty tool list, no `stream` is not
+streaming) may spell out or leave out with the same meaning."""
 
 
 def canonical(api: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -69,7 +69,13 @@ def _server_failure(log: str) -> str:
     it (a `ValidationError` names its fields below): what follows is that failure's
     consequence (`ng_run`'s own `RuntimeError: Process ... finished unexpectedly!`, which
     names the server but not why, and the other servers' `KeyboardInterrupt` as it stops
-    them). NeMo Gym's warning about the open-files limit quotes an `OSError`: not one."""
+    them). NeMo Gym's warning about the open-files limit quotes an `OSError`: not one. A config
+    NeMo Gym's own validation refuses (an "almost-server") is that refusal, not the config it
+    prints after it."""
+    refused = log.find("Almost-Server Detected")
+    if refused >= 0:  # NeMo Gym's own validation refused the config: said before it prints the config
+        said = " ".join(log[refused : log.find("This server will NOT be started", refused)].split())
+        return f"NeMo Gym's config validation refused it: {said[:600]}"
     lines = [line for line in log.splitlines() if "Found ulimit of" not in line]
     for number, line in enumerate(lines):
         if _RAISED.match(line) and "finished unexpectedly!" not in line:

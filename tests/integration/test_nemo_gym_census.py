@@ -172,7 +172,8 @@ def test_requests_are_compared_field_by_field_but_for_gymbus_s_cache_key(tmp_pat
 
     judge = {"messages": [{"role": "user", "content": "Grade."}], "seed": 42, "model": "bbq_judge_model",
              "response_format": {"type": "json_schema", "json_schema": {"name": "v", "schema": {"type": "object"}}}}
-    policy = {"input": [{"role": "user", "content": "hi", "type": "message"}], "model": "policy", "top_p": None}
+    policy = {"input": [{"role": "user", "content": "hi", "type": "message"}], "model": "policy", "top_p": None,
+              "stream": False}
 
     def log(name: str, *records: tuple[str, str, dict[str, object]]) -> Path:
         lines = [json.dumps({"model": model, "api": api, "request": body}) for model, api, body in records]
@@ -181,7 +182,7 @@ def test_requests_are_compared_field_by_field_but_for_gymbus_s_cache_key(tmp_pat
 
     theirs = log("theirs.jsonl", ("policy", "responses", policy), ("bbq_judge_model", "chat", judge))
     # The same requests, spelled GymBus's way: no nulls, the cache key, the judge over Responses
-    # (where an empty tool list is no tools).
+    # (where an empty tool list is no tools, and no `stream` is `stream: false`).
     same = {"input": [{"role": "user", "content": "hi"}], "model": "policy", "prompt_cache_key": "s1"}
     judged = {"input": [{"role": "user", "content": "Grade."}], "model": "j", "metadata": {"extra_body": '{"seed": 42}'},
               "tools": [], "text": {"format": {"type": "json_schema", "name": "v", "schema": {"type": "object"}}}}
