@@ -525,14 +525,18 @@ def _differing(theirs: Side, ours: Side) -> list[str]:
 def _judge(result: BothWays, work: Path) -> None:
     """The server's class, and what differs between the sides."""
     theirs, ours = result.nemo_gym, result.gymbus
-    for key in _differing(theirs, ours):
+    # Rows and requests compare only where both sides ran the rows: a side that did not start
+    # (its class says why) has nothing to differ by.
+    both_ran = bool(theirs.rows and ours.rows)
+    for key in _differing(theirs, ours) if both_ran else []:
         said = f"NeMo Gym {theirs.rewards.get(key)}, GymBus {ours.rewards.get(key)}"
         result.reward_mismatches.append(f"row {key}: {said}")
     # A re-verification's requests count only where both sides re-verified.
     logs = ["requests", *(["reverify.requests"] if theirs.reverified and ours.reverified else [])]
-    result.requests, result.request_mismatches = compare_requests(
+    result.requests, differences = compare_requests(
         [work / f"gymbus.{log}.jsonl" for log in logs], [work / f"nemo_gym.{log}.jsonl" for log in logs]
     )
+    result.request_mismatches = differences if both_ran else []
     if theirs.outcome == "works" and ours.outcome == "works":
         result.klass, result.why = "works on both", theirs.why
     elif theirs.outcome == "works":

@@ -202,11 +202,18 @@ def test_a_row_one_side_scores_differently_when_tried_again_is_unsettled_not_a_d
 
     result = BothWays(
         "math_with_judge",
-        nemo_gym=Side(outcome="works", rewards={"0": 0.0, "r1": 0.0, "r2": 0.0, "r3": 1.0, "r4": 1.0}, reverified=4),
-        gymbus=Side(outcome="works", rewards={"0": 0.0, "r1": 0.0, "r2": 1.0, "r3": 0.0, "r4": 0.0}, reverified=4),
+        nemo_gym=Side(outcome="works", rows=1, reverified=4,
+                      rewards={"0": 0.0, "r1": 0.0, "r2": 0.0, "r3": 1.0, "r4": 1.0}),
+        gymbus=Side(outcome="works", rows=1, reverified=4,
+                    rewards={"0": 0.0, "r1": 0.0, "r2": 1.0, "r3": 0.0, "r4": 0.0}),
     )
     _judge(result, tmp_path)
     assert [said.partition(":")[0] for said in result.reward_mismatches] == ["row r2", "row r3", "row r4"]
+    # A side that ran no rows (it did not start) has nothing to differ by: its class says why.
+    ran = Side(outcome="works", rows=1, rewards={"0": 1.0})
+    idle = BothWays("spartqa", nemo_gym=Side(why="start: refused"), gymbus=ran)
+    _judge(idle, tmp_path)
+    assert (idle.klass, idle.reward_mismatches, idle.request_mismatches) == ("works on GymBus only", [], [])
     # Tried again: r2's GymBus reward changes, r3's two sides each say the same again, r4's
     # second try on NeMo Gym's side gave no reward.
     _settle(result, {"r2": 0.0, "r3": 1.0}, {"r2": 0.0, "r3": 0.0, "r4": 0.0})
