@@ -47,7 +47,12 @@ streaming) may spell out or leave out with the same meaning."""
 
 def canonical(api: str, body: dict[str, Any]) -> dict[str, Any]:
     """`body` (a Responses or Chat Completions request) as comparable Responses parameters."""
-    params = params_from_chat(_heard(body)) if api == "chat" else _params.decode(msgspec.json.encode(_plain(body)))
+    if api == "chat" and body.get("messages") == []:  # xstest probes its judge so as it starts
+        params = ResponsesCreateParams(input=[])
+    elif api == "chat":
+        params = params_from_chat(_heard(body))
+    else:
+        params = _params.decode(msgspec.json.encode(_plain(body)))
     plain: dict[str, Any] = _plain(msgspec.to_builtins(params))
     for name in ("model", *ACCEPTED):
         plain.pop(name, None)
