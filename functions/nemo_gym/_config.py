@@ -79,12 +79,7 @@ def read_config(directory: Path, config: str | None = None) -> ServerConfig:
     `configs/<directory name>.yaml`, else its only config file. `BadRequest` naming the
     file if there is none, or it declares no resources server."""
     path = _config_file(directory, config)
-    import yaml  # only a worker hosting a NeMo Gym server reads YAML
-
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise BadRequest(f"cannot read NeMo Gym config {path}: {exc}") from None
+    document = _with_includes(path, directory.parents[1], ())
     instance, impl, block = _resources_server(document, directory.name, path)
     return ServerConfig(
         name=impl,
@@ -96,6 +91,34 @@ def read_config(directory: Path, config: str | None = None) -> ServerConfig:
         models=tuple(sorted(_model_refs(block))),
         extras={key: value for key, value in document.items() if not isinstance(value, dict)},
     )
+
+
+def _with_includes(path: Path, root: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    """The config at `path` merged over the configs its `config_paths` name (relative to
+    NeMo Gym's `root`, each over its own), as NeMo Gym merges them: the including config
+    wins, and of the included, a later one over an earlier (`toolsandbox`'s config takes its
+    agent's entrypoint and model server from the agent's own config)."""
+    import yaml  # only a worker hosting a NeMo Gym server reads YAML
+
+    if path in seen:
+        raise BadRequest(f"NeMo Gym config {path} includes itself through config_paths")
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise BadRequest(f"cannot read NeMo Gym config {path}: {exc}") from None
+    merged: dict[str, Any] = {}
+    for included in document.pop("config_paths", None) or []:
+        merged = _merged(merged, _with_includes(root / str(included), root, (*seen, path)))
+    return _merged(merged, document)
+
+
+def _merged(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """`top` over `base`, mappings merged key by key (as OmegaConf merges; lists replaced)."""
+    merged = dict(base)
+    for key, value in top.items():
+        below = merged.get(key)
+        merged[key] = _merged(below, value) if isinstance(below, dict) and isinstance(value, dict) else value
+    return merged
 
 
 def _config_file(directory: Path, config: str | None) -> Path:

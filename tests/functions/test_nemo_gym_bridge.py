@@ -87,6 +87,28 @@ def test_a_config_names_the_server_its_simple_agents_and_the_models_it_calls(tmp
     assert started_with["judged_server"]["resources_servers"]["judged"]["domain"] == "math"
 
 
+def test_a_configs_own_config_paths_are_merged_under_it_as_nemo_gym_merges_them(tmp_path: Path) -> None:
+    """`toolsandbox`'s config takes its agent's entrypoint and model server from the agent's
+    own config, which it names in `config_paths` (relative to NeMo Gym's root)."""
+    agent = tmp_path / "responses_api_agents" / "talker" / "configs"
+    agent.mkdir(parents=True)
+    (agent / "talker.yaml").write_text(
+        "judged_talker:\n  responses_api_agents:\n    talker:\n      entrypoint: app.py\n"
+        "      model_server: {type: responses_api_models, name: policy_model}\n"
+        "      resources_server: {type: resources_servers, name: nobody}\n      max_steps: 9\n"
+    )
+    config = "config_paths:\n  - responses_api_agents/talker/configs/talker.yaml\n" + CONFIG + (
+        "judged_talker:\n  responses_api_agents:\n    talker:\n      resources_server: {name: judged_server}\n"
+    )
+    talker = {agent.name: agent for agent in read_config(server(tmp_path, config=config)).agents}["judged_talker"]
+    assert (talker.name, talker.kind, talker.max_steps) == ("judged_talker", "talker", 9)
+    assert talker.block["entrypoint"] == "app.py"
+    assert talker.block["resources_server"] == {"type": "resources_servers", "name": "judged_server"}
+    loop = server(tmp_path / "loop", config="config_paths: [resources_servers/judged/configs/judged.yaml]\n")
+    with pytest.raises(BadRequest, match="includes itself"):
+        read_config(loop)
+
+
 def test_a_config_without_a_resources_server_is_refused_naming_the_file(tmp_path: Path) -> None:
     with pytest.raises(BadRequest, match=r"judged\.yaml must declare one resources server"):
         read_config(server(tmp_path, config="just_an_agent: {responses_api_agents: {simple_agent: {}}}\n"))
