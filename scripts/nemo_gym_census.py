@@ -318,11 +318,20 @@ async def census(targets: list[str], out: Path, rows: int) -> list[str]:
 
 
 def _resolved(target: str) -> str:
-    """`target`, or `<server>/<config>` where the server has several configs, none named after it."""
+    """`target`, or `<server>/<config>` where the server has several configs and none named
+    after it declares an agent (`swe_next.yaml` starts its servers; `swe_next_example.yaml`
+    adds the agent its example rows are collected with, as NeMo Gym's own data check does)."""
     directory, config = locate(target)
-    if config is None and not (directory / "configs" / f"{directory.name}.yaml").exists():
+    if config is None and not _declares_agent(directory, directory.name):
         return f"{target}/{_first_config(directory)}"
     return target
+
+
+def _declares_agent(directory: Path, config: str) -> bool:
+    try:
+        return bool(read_config(directory, config).agents)
+    except GymError:
+        return False
 
 
 def all_servers() -> list[str]:
