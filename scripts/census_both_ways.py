@@ -404,11 +404,11 @@ async def both_ways(
 
 def _collections_differ(result: BothWays, work: Path) -> bool:
     collected = [key for key in _differing(result.nemo_gym, result.gymbus) if not key.startswith("r")]
-    return bool(collected or _collect_requests_differ(work, work))
+    return bool(collected or _collect_requests_differ(work))
 
 
-def _collect_requests_differ(ours: Path, theirs: Path) -> list[str]:
-    return compare_requests([ours / "gymbus.requests.jsonl"], [theirs / "nemo_gym.requests.jsonl"])[1]
+def _collect_requests_differ(work: Path) -> list[str]:
+    return compare_requests([work / "gymbus.requests.jsonl"], [work / "nemo_gym.requests.jsonl"])[1]
 
 
 async def _collect_again(
@@ -440,7 +440,7 @@ async def _collect_again(
     for said in [said for said in result.reward_mismatches if said.partition(":")[0] in collected]:
         result.reward_mismatches.remove(said)
         result.unsettled.append(f"{said} ({why})")
-    for said in _collect_requests_differ(work, work):
+    for said in _collect_requests_differ(work):
         if said in result.request_mismatches:
             result.request_mismatches.remove(said)
             result.unsettled.append(f"request {said} ({why})")

@@ -171,14 +171,16 @@ class OwnStack:
             time.sleep(1)
 
     def stop(self) -> None:
-        """Ctrl-C, as its user stops it (it stops its servers and Ray), then the group."""
-        if self.process is None or self.process.poll() is not None:
+        """Ctrl-C, as its user stops it (it stops its servers), then the group, also where
+        `ng_run` exited by itself: a server it lost at start leaves the others running."""
+        if self.process is None:
             return
-        self.process.send_signal(signal.SIGINT)
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            pass
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                pass
         try:
             os.killpg(self.process.pid, signal.SIGKILL)
         except ProcessLookupError:
