@@ -191,8 +191,9 @@ class Calls(Protocol):
 
     `model` calls the agent's policy model, or the model served as `model` if given (a
     user simulator, say). `seed` returns the environment's reply (a hosted NeMo Gym
-    server's own; `{}` for most). `tool` raises a `GymError` when the tool fails; the
-    other calls raise it when the rollout cannot go on.
+    server's own; `{}` for most). `verify` takes the response as a struct, or as the JSON
+    an agent made (a hosted NeMo Gym agent's, with fields of its own). `tool` raises a
+    `GymError` when the tool fails; the other calls raise it when the rollout cannot go on.
     """
 
     async def seed(self, row: bytes) -> bytes: ...
@@ -201,7 +202,7 @@ class Calls(Protocol):
 
     async def tool(self, name: str, arguments: str) -> str: ...
 
-    async def verify(self, row: bytes, response: Response) -> bytes: ...
+    async def verify(self, row: bytes, response: Response | msgspec.Raw) -> bytes: ...
 
 
 AgentFunction = Callable[[bytes, Calls, int], Awaitable[bytes]]

@@ -11,6 +11,8 @@ import asyncio
 import time
 import uuid
 
+import msgspec
+
 from gymbus.functions import Agent
 from gymbus.schemas import (
     RESPONSE,
@@ -31,7 +33,7 @@ __all__ = ["talk"]
 
 
 class _Unverified(BusCalls):
-    async def verify(self, row: bytes, response: Response) -> bytes:
+    async def verify(self, row: bytes, response: Response | msgspec.Raw) -> bytes:
         return b"{}"
 
 

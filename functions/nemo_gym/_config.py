@@ -242,8 +242,9 @@ def agent_config(
 ) -> dict[str, Any]:
     """The global config an agent of `server` is started with: the server's instance at
     `resources_port` (the bridge's resources shim), the models it calls at their shims,
-    and its own instance."""
-    config = global_config(server, server.block, model_ports)
+    and its own instance; `observability_enabled`, so that 0.7.0's agent says the rollout
+    in the path of every call it makes (`_rollouts`)."""
+    config = global_config(server, server.block, model_ports) | {"observability_enabled": True}
     config[server.instance]["resources_servers"][server.name]["port"] = resources_port
     block = {**agent.block, "host": "127.0.0.1", "port": 0}
     config[agent.name] = {"responses_api_agents": {agent.kind: block}}

@@ -15,8 +15,9 @@ rollout's session stays on the replica that seeded it:
     POST /close_session          answered here: sessions on the bus expire by themselves
 
 Every reply sets the rollout's cookie, so an agent that threads its resources server's
-cookies carries the rollout into its tool calls. A call the agent made for no rollout it
-was given is refused (400), never run in a session nobody asked for. A bus error becomes
+cookies carries the rollout into its tool calls; 0.7.0's agents also say the rollout in
+the path (`/ng-rollout/<id>/seed_session`, `_rollouts`). A call the agent made for no
+rollout it was given is refused (400), never run in a session nobody asked for. A bus error becomes
 the HTTP status of its code, with its message; a call the rollout cannot go on without
 (a lost tool call) is recorded on the rollout, which its agent function raises again.
 """
@@ -29,7 +30,7 @@ import msgspec
 
 from gymbus.schemas import GymError, Response
 
-from ._rollouts import COOKIE, Rollout, Rollouts, take_field
+from ._rollouts import COOKIE, Rollout, Rollouts, take_field, take_path
 
 if TYPE_CHECKING:  # the web server loads only in a worker that hosts a NeMo Gym agent
     from aiohttp import web
@@ -43,7 +44,9 @@ _fields = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
 class _Verified(msgspec.Struct):
-    response: Response
+    response: msgspec.Raw
+    """As the agent made it: a NeMo Gym agent's may carry fields of its own (toolsandbox's
+    `env_id`), which its server's verify requires."""
 
 
 class ResourcesShim:
@@ -74,17 +77,19 @@ class ResourcesShim:
         return _json(200, {"status": "ok"})
 
     async def _call(self, request: web.Request) -> web.Response:
+        in_path, path = take_path(request.path)
         token, body = take_field(await request.read())
-        token = token or request.cookies.get(COOKIE)
+        token = token or in_path or request.cookies.get(COOKIE)
         rollout = self.rollouts.get(token)
         if rollout is None or token is None:
             message = (
                 f"{request.path} reached the bridge's shim for {self.environment} outside any rollout "
-                f"(no `{COOKIE}` cookie or `_gymbus_rollout` field): the agent did not pass its run's on"
+                f"(no `{COOKIE}` cookie, `_gymbus_rollout` field or `/ng-rollout/` path): the agent "
+                "did not pass its run's on"
             )
             return _json(400, {"error": {"type": "bad_request", "message": message}})
         try:
-            status, reply = await self._forward(request.path, body, rollout)
+            status, reply = await self._forward(path, body, rollout)
         except GymError as exc:
             status, reply = _status(exc), _encode({"error": {"type": exc.type, "message": exc.message}})
         except Exception as exc:  # the rollout cannot go on: its agent function raises it
@@ -103,6 +108,7 @@ class ResourcesShim:
         if path == "/verify":
             try:
                 response = msgspec.json.decode(body, type=_Verified).response
+                msgspec.json.decode(response, type=Response)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 problem = {"loc": ["body", "response"], "msg": str(exc), "type": "invalid"}
                 return 422, _encode({"detail": [problem]})

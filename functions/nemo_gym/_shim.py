@@ -9,8 +9,8 @@ config is the policy's shim too. The bridge gives each name a shim on its own lo
 port, which hands the request to the model served on the bus as that name (NeMo Gym's
 `policy_model` is GymBus's `policy`), so the offline policy or any served model can judge.
 
-A call of a hosted agent's rollout (its parameters' metadata carry the rollout's token,
-`_rollouts`) goes as that rollout's own model call: its session, deadline and retries.
+A call of a hosted agent's rollout (its parameters' metadata or its path's rollout prefix
+carry the rollout's token, `_rollouts`) goes as that rollout's own model call: its session, deadline and retries.
 Other calls (a server's judge) go through `Models`, which does not wait for a model
 nobody serves: such a call fails at once, with 424 and "no model serves `judge_model`".
 No error is answered with a status NeMo Gym's clients take for a rate limit (502, 503,
@@ -30,7 +30,7 @@ from gymbus.schemas import GymError, NoResponders, Response, ResponsesCreatePara
 from .._spec import Models
 from ._chat import chat_completion, params_from_chat
 from ._config import POLICY
-from ._rollouts import METADATA_KEY, Rollouts
+from ._rollouts import METADATA_KEY, Rollouts, take_path
 
 if TYPE_CHECKING:  # the web server loads only in a worker that hosts a NeMo Gym server
     from aiohttp import web
@@ -96,10 +96,11 @@ class ModelShims:
             self.ports[name] = _port(runner)
         return self.ports
 
-    async def generate(self, name: str, params: ResponsesCreateParams) -> Response:
-        """The model `name` serves's answer to `params`: as its rollout's call if tagged."""
+    async def generate(self, name: str, params: ResponsesCreateParams, token: str | None = None) -> Response:
+        """The model `name` serves's answer to `params`: as its rollout's call if tagged
+        (in the metadata, or by `token`, the one its path carried)."""
         metadata = params.metadata if isinstance(params.metadata, dict) else {}
-        rollout = self.rollouts.get(metadata.pop(METADATA_KEY, None))
+        rollout = self.rollouts.get(metadata.pop(METADATA_KEY, None) or token)
         if isinstance(params.metadata, dict) and not params.metadata:
             params.metadata = msgspec.UNSET
         if rollout is not None:
@@ -110,7 +111,7 @@ class ModelShims:
         from aiohttp import web
 
         async def call(request: web.Request) -> web.Response:
-            path = request.path.rstrip("/")
+            token, path = take_path(request.path.rstrip("/"))
             chat = path.endswith("/chat/completions")
             if not chat and not path.endswith("/responses"):
                 served = "/v1/responses and /v1/chat/completions"
@@ -121,7 +122,7 @@ class ModelShims:
             except (msgspec.DecodeError, msgspec.ValidationError, GymError, AttributeError) as exc:
                 return _error(400, "bad_request", f"invalid request: {exc}")
             try:
-                answer = await self.generate(name, params)
+                answer = await self.generate(name, params, token)
             except GymError as exc:
                 if isinstance(exc, NoResponders) and name not in self.unserved:
                     self.unserved.add(name)  # said once: a server may swallow the error into a reward

@@ -277,6 +277,8 @@ def test_an_agent_starts_with_its_resources_server_and_models_at_the_shims(tmp_p
     assert simple.models == ("policy_model",)
     started_with = agent_config(config, simple, {"policy_model": 4001, "strict_judge": 4002}, 4100)
     assert started_with["judged_server"]["resources_servers"]["judged"]["port"] == 4100
+    assert started_with["observability_enabled"] is True  # the rollout in every call's path
     assert started_with["policy_base_url"] == "http://127.0.0.1:4001/v1"
+    assert started_with["observability_enabled"] is True  # the rollout in every call's path
     block = started_with["judged_simple_agent"]["responses_api_agents"]["simple_agent"]
     assert block["max_steps"] == 3 and block["model_server"]["name"] == "policy_model"

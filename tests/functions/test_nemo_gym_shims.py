@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+import msgspec
 import pytest
 
 from gymbus.functions.models._chat import chat_request
@@ -25,9 +26,9 @@ from gymbus.schemas import (
     ContentPart,
     Item,
     NoResponders,
-    NotFound,
     Response,
     ResponsesCreateParams,
+    NotFound,
     input_items,
     item_text,
 )
@@ -73,8 +74,9 @@ class RecordingCalls:
         self.sent.append((name, json.loads(arguments)))
         return '{"ok": true}'
 
-    async def verify(self, row: bytes, response: Response) -> bytes:
+    async def verify(self, row: bytes, response: Response | msgspec.Raw) -> bytes:
         self.sent.append(("verify", json.loads(row)))
+        self.verified = response
         return b'{"reward": 1.0}'
 
 
@@ -237,19 +239,61 @@ async def test_the_resources_shim_makes_each_call_as_its_rollouts_and_refuses_on
     assert [kind for kind, _ in calls.sent] == ["seed", "step", "verify"] and rollout.lost is None
 
 
+async def test_a_call_that_says_its_rollout_only_in_nemo_gyms_path_prefix_is_that_rollouts(
+    http: aiohttp.ClientSession,
+) -> None:
+    # toolsandbox's agent seeds with `{"task_idx": ...}` and threads no cookie: 0.7.0's own
+    # client says the rollout in the path (`_ng_rollout_id` of the row, observability on).
+    rollouts = Rollouts()
+    shim = ResourcesShim("sandbox", rollouts)
+    models = ModelShims(Served(), rollouts)
+    base = f"http://127.0.0.1:{await shim.start()}"
+    ports = await models.start(())
+    calls = RecordingCalls()
+    token, rollout = rollouts.start(calls)
+    try:
+        async with http.post(f"{base}/ng-rollout/{token}/seed_session", json={"task_idx": 3}) as reply:
+            assert reply.status == 200
+        async with http.post(f"{base}/ng-rollout/{token}/step", json={"env_id": "e"}) as reply:
+            assert reply.status == 200 and await reply.json() == {"ok": True}
+        policy = f"http://127.0.0.1:{ports['policy_model']}/ng-rollout/{token}/v1/responses"
+        async with http.post(policy, json={"input": "hi"}) as reply:
+            assert reply.status == 200
+        # Its response carries fields of its own, which its server's verify requires.
+        response = {"id": "r", "created_at": 1.0, "model": "m", "output": [], "env_id": "e"}
+        verify = {"responses_create_params": {"input": "go"}, "response": response}
+        async with http.post(f"{base}/ng-rollout/{token}/verify", json=verify) as reply:
+            assert reply.status == 200 and (await reply.json())["reward"] == 1.0
+        assert msgspec.json.decode(calls.verified)["env_id"] == "e"
+        async with http.post(f"{base}/ng-rollout/not-{token}/step", json={"env_id": "e"}) as reply:
+            assert reply.status == 400 and "outside any rollout" in (await reply.json())["error"]["message"]
+    finally:
+        await shim.stop()
+        await models.stop()
+    assert calls.sent == [("seed", {"task_idx": 3}), ("step", {"env_id": "e"}), ("model", "policy"), ("verify", verify)]
+    assert rollout.lost is None
+
+
 def test_the_rollout_tag_travels_in_the_row_and_its_parameters_and_leaves_no_trace() -> None:
     row = json.dumps({"responses_create_params": {"input": "q", "metadata": {"extra_body": "{}"}}, "x": 1}).encode()
     tagged = json.loads(tag(row, "t1"))
-    assert tagged["_gymbus_rollout"] == "t1"
+    assert tagged["_gymbus_rollout"] == tagged["_ng_rollout_id"] == "t1"
     assert tagged["responses_create_params"]["metadata"] == {"extra_body": "{}", "gymbus_rollout": "t1"}
-    assert take_field(json.dumps(tagged).encode())[0] == "t1"
-    reply = {"responses_create_params": tagged["responses_create_params"], "reward": 1.0, "_gymbus_rollout": "t1"}
+    # An agent that sends the row's extra fields on (0.4.0's) sends both: both are taken out.
+    token, body = take_field(json.dumps({**tagged, "x": 2}).encode())
+    assert token == "t1" and "_ng_rollout_id" not in json.loads(body)
+    reply = {"responses_create_params": tagged["responses_create_params"], "reward": 1.0, "_gymbus_rollout": "t1",
+             "_ng_rollout_id": "t1"}  # fmt: skip
     row_out = json.loads(untag(json.dumps(reply).encode(), row))
     assert row_out == {"responses_create_params": {"input": "q", "metadata": {"extra_body": "{}"}}, "x": 1,
                        "reward": 1.0}  # fmt: skip
     bare = json.dumps({"responses_create_params": {"input": "q"}}).encode()
     reply = {"responses_create_params": {**json.loads(tag(bare, "t2"))["responses_create_params"]}, "reward": 0.0}
     assert "metadata" not in json.loads(untag(json.dumps(reply).encode(), bare))["responses_create_params"]
+    # A row's own NeMo Gym rollout id is the row's again.
+    own = json.dumps({"responses_create_params": {"input": "q"}, "_ng_rollout_id": "7-0"}).encode()
+    reply = {"_ng_rollout_id": "t3", "reward": 0.0}
+    assert json.loads(untag(json.dumps(reply).encode(), own))["_ng_rollout_id"] == "7-0"
 
 
 def test_a_gymnasium_episode_splits_into_the_models_turns() -> None:
