@@ -23,6 +23,7 @@ from ._errors import (
     RequestTimeout,
     RolloutFailed,
     SessionLost,
+    UnknownTool,
     UpstreamFailed,
     from_wire,
 )
@@ -197,6 +198,7 @@ __all__ = [
     "TaskRow",
     "Timeouts",
     "Tool",
+    "UnknownTool",
     "UpstreamFailed",
     "Usage",
     "VerifyRequest",

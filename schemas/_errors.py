@@ -11,6 +11,7 @@
     ├── RemoteError              a function replied with an error
     │   ├── BadRequest      400  the request did not decode or validate
     │   ├── NotFound        404  no such tool, or a session that was never seeded or expired
+    │   │   └── UnknownTool      the environment is up but serves no tool of that name
     │   ├── SessionLost     410  the session's state died with the process that held it:
     │   │                        its rollout must start again from a fresh seed
     │   ├── DeadlineExceeded 408 the rollout's deadline passed before the work was done
@@ -47,6 +48,7 @@ __all__ = [
     "RequestTimeout",
     "RolloutFailed",
     "SessionLost",
+    "UnknownTool",
     "UpstreamFailed",
     "from_wire",
 ]
@@ -144,6 +146,18 @@ class NotFound(RemoteError):
 
     code = "404"
     type = "not_found"
+
+
+class UnknownTool(NotFound):
+    """The environment is up but serves no tool of that name (models invent names). Raised
+    by a rollout's calls, where a tool subject has no responder; `NotFound` on the wire.
+
+    A NeMo Gym resources server answers a tool it lacks with FastAPI's 404 body, and NeMo
+    Gym's agents hand that body to the model as the tool's output. Whatever answers an
+    unknown tool to a model or to a NeMo Gym client answers `body`, so a model sees the
+    same on both."""
+
+    body = b'{"detail":"Not Found"}'
 
 
 class SessionLost(RemoteError):

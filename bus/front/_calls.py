@@ -21,7 +21,7 @@ from gymbus.schemas import (
     SESSION,
     Limits,
     NoResponders,
-    NotFound,
+    UnknownTool,
     ResponsesCreateParams,
     Response,
     Timeouts,
@@ -84,13 +84,13 @@ class FrontBus:
         return await self._call(subjects.env_seed(environment), row, session, self._timeouts.seed)
 
     async def tool(self, environment: str, name: str, arguments: bytes, session: str) -> bytes:
-        """The tool's output; `NotFound` when `environment` is up but has no such tool."""
+        """The tool's output; `UnknownTool` when `environment` is up but has no such tool."""
         try:
             subject = subjects.env_tool(environment, name)
             return await self._call(subject, arguments, session, self._timeouts.tool)
         except NoResponders:
             if await self._bus.served([environment], timeout=self._timeouts.ping):
-                raise NotFound(f"environment {environment} has no tool named {name!r}") from None
+                raise UnknownTool(f"environment {environment} has no tool named {name!r}") from None
             raise
 
     async def verify(self, environment: str, row: bytes, session: str) -> bytes:

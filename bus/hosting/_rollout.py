@@ -46,7 +46,6 @@ from gymbus.schemas import (
     STATS,
     GymError,
     NoResponders,
-    NotFound,
     RequestTimeout,
     Response,
     ResponsesCreateParams,
@@ -55,6 +54,7 @@ from gymbus.schemas import (
     SessionLost,
     TaskRow,
     Timeouts,
+    UnknownTool,
     UpstreamFailed,
     deadline_of,
     failure_row,
@@ -184,7 +184,7 @@ class BusCalls:
 
     async def tool(self, name: str, arguments: str) -> str:
         """The tool's output. Retried only while its environment is down: when the
-        environment is up but has no such tool (models invent names), `NotFound` at once."""
+        environment is up but has no such tool (models invent names), `UnknownTool` at once."""
         subject = subjects.env_tool(self.agent.environment, name)
         body = arguments.encode()
 
@@ -193,7 +193,7 @@ class BusCalls:
                 return await request(self.nc, subject, body, timeout=self.timeouts.tool, headers=self.headers)
             except NoResponders:
                 if await self._environment_is_up():
-                    raise NotFound(
+                    raise UnknownTool(
                         f"environment {self.agent.environment} has no tool named {name!r}"
                     ) from None
                 raise
@@ -216,7 +216,7 @@ class BusCalls:
             return False
         return True
 
-    async def verify(self, row: bytes, response: Response) -> bytes:
+    async def verify(self, row: bytes, response: Response | msgspec.Raw) -> bytes:
         body = merge_row(row, response=response)
         return await self._call(subjects.env_verify(self.agent.environment), body, self.timeouts.verify)
 

@@ -6,7 +6,8 @@ everything generated so far; run each `function_call` in order and append its
 `incomplete_details`, or after `max_steps` model calls → verify.
 
 A tool that fails, or arguments that are not JSON, become a `function_call_output`
-the model can read (`{"error": ...}`), as in NeMo Gym. The rollout's `response` holds
+the model can read (`{"error": ...}`), as in NeMo Gym; a tool the environment does not
+have, NeMo Gym's servers' answer to it (`UnknownTool.body`). The rollout's `response` holds
 only the generated items, with `usage` summed over all model calls.
 """
 
@@ -24,6 +25,7 @@ from gymbus.schemas import (
     Response,
     ResponsesCreateParams,
     TaskRow,
+    UnknownTool,
     add_usage,
     input_items,
     merge_row,
@@ -92,6 +94,8 @@ async def _run_tool(call: Item, calls: Calls) -> Item:
     else:
         try:
             output = await calls.tool(name, arguments)
+        except UnknownTool:
+            output = UnknownTool.body.decode()
         except GymError as exc:
             output = _error(exc.message)
     return Item(type="function_call_output", call_id=call.call_id, output=output)

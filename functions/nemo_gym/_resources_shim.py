@@ -11,7 +11,9 @@ rollout's session stays on the replica that seeded it:
                                                        a Gymnasium server's first observation)
     POST /verify                 gym.env.<env>.verify  (the reply echoes the request,
                                                         as a NeMo Gym server's does)
-    POST /<tool>                 gym.env.<env>.tool.<tool>   (`/step`, `/close`, any tool)
+    POST /<tool>                 gym.env.<env>.tool.<tool>   (`/step`, `/close`, any tool;
+                                                              one the environment lacks
+                                                              answers as a NeMo Gym server's)
     POST /close_session          answered here: sessions on the bus expire by themselves
 
 Every reply sets the rollout's cookie, so an agent that threads its resources server's
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from gymbus.schemas import GymError, Response
+from gymbus.schemas import GymError, Response, UnknownTool
 
 from ._rollouts import COOKIE, Rollout, Rollouts, take_field, take_path
 
@@ -90,6 +92,8 @@ class ResourcesShim:
             return _json(400, {"error": {"type": "bad_request", "message": message}})
         try:
             status, reply = await self._forward(path, body, rollout)
+        except UnknownTool:
+            status, reply = 404, UnknownTool.body
         except GymError as exc:
             status, reply = _status(exc), _encode({"error": {"type": exc.type, "message": exc.message}})
         except Exception as exc:  # the rollout cannot go on: its agent function raises it

@@ -15,8 +15,9 @@ and fails the row on any other error):
   503 when no worker serves the agent or the bus is away; 502 when the workers died on
   the task every time it was delivered, or no result came by its deadline;
 - any other route answers the `GymError` its call failed with at the error's own code
-  (404 no such tool, 502 a model endpoint failed, 503 nobody serves it, ...), its body
-  `{"error": {"type", "message"}}` as on the bus.
+  (502 a model endpoint failed, 503 nobody serves it, ...), its body `{"error": {"type",
+  "message"}}` as on the bus; a tool the environment lacks answers 404 with the body a
+  NeMo Gym server gives it (`UnknownTool`), which NeMo Gym's agents hand the model.
 
 A resources server's session is the bus's: `/seed_session` starts one and sets the cookie
 `gymbus_session`; tools and `/verify` with that cookie work in it (without one, in a
@@ -36,7 +37,7 @@ from aiohttp import web
 
 from gymbus.bus.front import FrontBus, OutcomeStatus
 from gymbus.functions import AGENTS
-from gymbus.schemas import AGENT_REF, GymError, ResponsesCreateParams, row_fields
+from gymbus.schemas import AGENT_REF, GymError, ResponsesCreateParams, UnknownTool, row_fields
 
 from .._metrics import Metrics
 from ._layout import FrontServer, Layout
@@ -109,6 +110,8 @@ def _guarded(handler: Handler) -> Handler:
     async def guarded(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
+        except UnknownTool:
+            return web.Response(status=404, body=UnknownTool.body, content_type="application/json")
         except GymError as exc:
             status = int(exc.code) if exc.code.isdigit() else 500
             return _error(status, exc.type, str(exc))

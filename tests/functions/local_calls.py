@@ -47,7 +47,7 @@ class LocalCalls:
     async def tool(self, name: str, arguments: str) -> str:
         tools = {tool.name: tool for tool in self.env.tools}
         if name not in tools:
-            raise schemas.NotFound(f"environment {self.env.name} has no tool named {name!r}")
+            raise schemas.UnknownTool(f"environment {self.env.name} has no tool named {name!r}")
         args = bus.wire.decode(arguments.encode(), tools[name].args_type, f"arguments of tool {name}")
         return bus.wire.encode(await tools[name].fn(args, self.session)).decode()
 

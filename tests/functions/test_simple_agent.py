@@ -57,8 +57,10 @@ class FakeCalls:
 
     async def tool(self, name: str, arguments: str) -> str:
         self.tool_calls.append((name, arguments))
+        if name == "failing":
+            raise schemas.FunctionFailed("the tool broke")
         if name not in self.tool_outputs:
-            raise schemas.NotFound(f"no tool named {name!r}")
+            raise schemas.UnknownTool(f"no tool named {name!r}")
         return self.tool_outputs[name]
 
     async def verify(self, row: bytes, response: Response) -> bytes:
@@ -117,9 +119,17 @@ async def test_bad_json_arguments_become_a_readable_tool_output() -> None:
 
 
 async def test_a_failing_tool_becomes_a_readable_tool_output_and_the_loop_goes_on() -> None:
+    calls = FakeCalls(model_replies=[call("failing", "{}"), message("ok")])
+    row = json.loads(await simple_agent(ROW, calls, 8))
+    assert json.loads(row["response"]["output"][1]["output"]) == {"error": "the tool broke"}
+    assert row["response"]["output"][-1]["type"] == "message"
+
+
+async def test_a_tool_the_environment_lacks_reads_as_a_nemo_gym_servers_answer_to_it() -> None:
+    # NeMo Gym's simple agent hands the model the server's 404 body: the model sees the same.
     calls = FakeCalls(model_replies=[call("no_such_tool", "{}"), message("ok")])
     row = json.loads(await simple_agent(ROW, calls, 8))
-    assert "no tool named" in json.loads(row["response"]["output"][1]["output"])["error"]
+    assert row["response"]["output"][1]["output"] == '{"detail":"Not Found"}'
     assert row["response"]["output"][-1]["type"] == "message"
 
 

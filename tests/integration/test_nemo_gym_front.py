@@ -349,8 +349,8 @@ def test_a_failed_rollout_is_a_4xx_with_its_failure_row_and_an_unknown_tool_a_40
     status, body = post(run_at, "/run", json.dumps(bad).encode())
     assert status == 422 and body["_ng_failure_class"] == "invalid_input" and body["_rowidx"] == 7
     assert post(run_at, "/run", b"[1, 2]")[0] == 400
-    status, body = post(server_port(port, WEATHER), "/no_such_tool", b"{}")
-    assert status == 404 and "no_such_tool" in body["error"]["message"]
+    # As a NeMo Gym server answers a route it lacks: its agents hand the body to the model.
+    assert post(server_port(port, WEATHER), "/no_such_tool", b"{}") == (404, {"detail": "Not Found"})
 
 
 def test_a_killed_agent_worker_costs_a_redelivery_not_a_row(

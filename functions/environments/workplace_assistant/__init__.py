@@ -22,8 +22,10 @@ customers tables end up equal (lower-cased except `status`, `list_name` and `boa
 scores 1.0, and failing calls are skipped as NeMo Gym skips them.
 
 Known differences from NeMo Gym:
-- an unknown tool name is answered by the agent (`{"error": "... has no tool named ..."}`)
-  rather than by the environment, since every tool is its own subject on the bus;
+- an unknown tool name is answered by the agent, as a NeMo Gym server without that route
+  answers it (`{"detail":"Not Found"}`), not by the environment (NeMo Gym's catch-all route
+  answers `{"output": "Error executing tool '<name>': '<name>'"}`), since every tool is its
+  own subject on the bus;
 - arguments given as JSON arrays or objects where the schema says string may fail with
   differently worded errors than pandas raises (JSON strings, numbers, booleans and
   `null` behave as in NeMo Gym);
