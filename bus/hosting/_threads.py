@@ -57,7 +57,8 @@ class OffLoop:
                 try:
                     result = asyncio.run(_awaited(call))
                 except BaseException as exc:  # noqa: BLE001 - every outcome goes back to the caller
-                    _settle(loop, done, lambda: done.set_exception(exc))
+                    error = exc  # `exc` is unbound when the block ends, maybe before the loop settles
+                    _settle(loop, done, lambda: done.set_exception(error))
                 else:
                     _settle(loop, done, lambda: done.set_result(result))
 
