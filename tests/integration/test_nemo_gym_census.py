@@ -1,7 +1,7 @@
-"""`scripts/nemo_gym_census.py`, which measures which of NeMo Gym's servers work through
-GymBus: run as a user runs it, on three of the servers the tests host (one re-verified, one
-driven by its own NeMo Gym agent, one whose judge decides its rewards), and the reading of
-failures its table is made of.
+"""`scripts/nemo_gym_census.py`, which runs NeMo Gym's servers both ways (NeMo Gym's own
+stack beside GymBus, against one recorded endpoint): run as a user runs it, on the twelve
+servers of `EXPECTED` (re-verified ones, ones driven by their own NeMo Gym agents, judged
+ones), failing on any difference; and the reading of failures its table is made of.
 
 Real NeMo Gym servers and agents in their own virtual environments (`sh
 scripts/install-nemo-gym.sh`; without them the run is skipped, except in CI, where that is a
@@ -40,6 +40,9 @@ EXPECTED = {
     "arc_agi": "works on both",  # its stored rollouts re-verified by both
     "example_single_tool_call": "works on both",
     "example_multi_turn_gymnasium": "works on both",  # its own NeMo Gym agent, hosted
+    # Its own NeMo Gym agent, which says the rollout only in NeMo Gym's `/ng-rollout/` path.
+    "toolsandbox": "works on both",
+    "xlam_fc": "works on both",  # the model calls tools the server lacks: NeMo Gym's 404 body on both
 }
 
 
