@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -142,3 +143,20 @@ class Sampler:
                 self.first_line_at = time.monotonic()
             time.sleep(interval)
         self.finished_at = time.monotonic()
+
+
+def stop_ng_run(process: subprocess.Popen[bytes]) -> None:
+    """`ng_run` (started in a process group of its own) and everything it started: Ctrl-C,
+    as its user stops it (it stops its servers and Ray), then the whole group, also where
+    `ng_run` exited by itself (a server it lost at start leaves the others running)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.request
@@ -36,7 +35,7 @@ import yaml
 
 from gymbus.functions.nemo_gym import requirements_of, virtual_env
 from gymbus.functions.nemo_gym._venv import VirtualEnv, pinned
-from bench._procs import EXAMPLE, RUNNER, WEATHER, WEATHER_AGENT, Fleet, count_lines, cpu_seconds
+from bench._procs import EXAMPLE, RUNNER, WEATHER, WEATHER_AGENT, Fleet, count_lines, cpu_seconds, stop_ng_run
 from bench.openai_stub import OpenAIStub, StubServer, free_port
 
 __all__ = ["SIDES", "FrontCollection", "p13_front_rollouts"]
@@ -267,16 +266,5 @@ class _OwnStack:
         return [root, *root.children(recursive=True)]
 
     def __exit__(self, *exc: object) -> None:
-        """Ctrl-C, as its user stops it (its servers and Ray too), then the whole group."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGINT)
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process.wait()
+        if self.process is not None:
+            stop_ng_run(self.process)

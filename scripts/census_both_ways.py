@@ -41,7 +41,7 @@ from census_nemo_gym import POLICY, OwnStack, materialize, needs_vllm
 from gymbus import bus
 from gymbus.functions import ModelOptions
 from gymbus.functions.models import MODELS
-from gymbus.functions.nemo_gym import OWN_AGENTS, locate, prepare
+from gymbus.functions.nemo_gym import locate, prepare
 from gymbus.functions.nemo_gym._config import read_config
 from gymbus.runner import CollectOptions, VerifyOptions, collect, verify_rollouts
 from gymbus.runner._input import UnknownAgent

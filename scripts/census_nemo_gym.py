@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from bench._procs import stop_ng_run
 from bench._ray import RAY_ENVIRONMENT
 from gymbus.functions.nemo_gym import requirements_of, virtual_env
 from gymbus.functions.nemo_gym._venv import pinned, tool_path
@@ -171,21 +172,8 @@ class OwnStack:
             time.sleep(1)
 
     def stop(self) -> None:
-        """Ctrl-C, as its user stops it (it stops its servers), then the group, also where
-        `ng_run` exited by itself: a server it lost at start leaves the others running."""
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process.wait()
+        if self.process is not None:
+            stop_ng_run(self.process)
 
     def _run(self, command: list[str], log: Path, timeout: float) -> int:
         """Run `command` to its end in a process group of its own, then end what it left
