@@ -158,7 +158,12 @@ class RunClient:
     async def withdraw(self) -> int:
         """Delete from the work queues the run's tasks that have no result yet, so no worker
         spends a rollout on a run that has ended; how many were still there. A task a
-        worker is running finishes, but is not delivered again."""
+        worker is running finishes, but is not delivered again. Tasks whose publish is not
+        acknowledged yet are waited for first: the server may have stored them already."""
+        try:
+            await self.publisher.wait_all()
+        except BusUnavailable:
+            pass  # the bus is away: what it stored stays, as below
         withdrawn = 0
         queued, self.queued = self.queued, {}
         for stream_seq in queued.values():
