@@ -43,7 +43,8 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="fewer rollouts, 100k-row P4")
     parser.add_argument(
-        "--only", nargs="*",
+        "--only",
+        nargs="*",
         default=["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13"],
     )
     parser.add_argument("--rows", type=int, default=None, help="P4's large input (default 1,000,000)")
@@ -193,7 +194,10 @@ def hosted_agent_cost() -> None:
     try:
         costs = nemo_gym_agents.p12_hosted_agent_cost()
     except (RuntimeError, OSError, GymError) as exc:  # no Python 3.13, or the agent cannot start
-        print(f"P12 skipped: NeMo Gym's agent did not start ({exc}); see scripts/install-nemo-gym.sh", flush=True)
+        print(
+            f"P12 skipped: NeMo Gym's agent did not start ({exc}); see scripts/install-nemo-gym.sh",
+            flush=True,
+        )
         return
     direct, hosted = costs["direct"], costs["hosted"]
     print(
@@ -212,7 +216,11 @@ def front_rollouts(rollouts: int, rounds: int, work: Path) -> None:
     servers, alternated `rounds` times; the median run of each side."""
     try:
         runs = nemo_gym_front.p13_front_rollouts(rollouts, rounds, work / "p13")
-    except (RuntimeError, OSError, GymError) as exc:  # no Python 3.13, a stack that cannot start, a failed run
+    except (
+        RuntimeError,
+        OSError,
+        GymError,
+    ) as exc:  # no Python 3.13, a stack that cannot start, a failed run
         print(f"P13 did not finish: {exc} (NeMo Gym's environments: scripts/install-nemo-gym.sh)", flush=True)
         return
     by_side = {side: [run for run in runs if run.side == side] for side in nemo_gym_front.SIDES}

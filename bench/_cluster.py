@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
-from gymbus import bus
-from gymbus import schemas
 from bench.openai_stub import free_port
+from gymbus import bus, schemas
 
 WEATHER = "example_single_tool_call"
 WEATHER_AGENT = "example_single_tool_call_simple_agent"
@@ -311,7 +310,9 @@ class NatsServers:
             config.write_text(self._config(node))
             with open(self.workdir / f"n{node}.log", "ab") as log:
                 self.processes.append(
-                    subprocess.Popen([bus.connection.find_server_binary(), "-c", str(config)], stdout=log, stderr=log)
+                    subprocess.Popen(
+                        [bus.connection.find_server_binary(), "-c", str(config)], stdout=log, stderr=log
+                    )
                 )
 
     def _jetstream_ready(self) -> bool:

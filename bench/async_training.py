@@ -80,7 +80,20 @@ def p11_training(setting: Setting = Setting()) -> tuple[TrainingRun, TrainingRun
         )  # fmt: skip
         _wait_for_port(port)
         url = f"http://127.0.0.1:{port}/v1"
-        fleet.spawn([*RUNNER, "serve", ENVIRONMENT, "vllm", "--model-url", url, "--model", "stub", "--model-api", "vllm"])
+        fleet.spawn(
+            [
+                *RUNNER,
+                "serve",
+                ENVIRONMENT,
+                "vllm",
+                "--model-url",
+                url,
+                "--model",
+                "stub",
+                "--model-api",
+                "vllm",
+            ]
+        )
         fleet.spawn([*RUNNER, "serve", AGENT, "--concurrency", "512"])
         from gymbus.runner import tasks_dataset
 
@@ -114,7 +127,9 @@ def _synchronous(url: str, dataset: Any, setting: Setting) -> TrainingRun:
     with BusRollouts(url, rollout_timeout=600) as rollouts:
         for step in range(setting.steps):
             started = time.monotonic()
-            batch = [prompts[(step * setting.groups + group) % len(prompts)] for group in range(setting.groups)]
+            batch = [
+                prompts[(step * setting.groups + group) % len(prompts)] for group in range(setting.groups)
+            ]
             rollouts([prompt for prompt in batch for _ in range(setting.generations)], trainer)
             waits.append(time.monotonic() - started)
             time.sleep(setting.train_seconds)

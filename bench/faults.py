@@ -32,9 +32,9 @@ from pathlib import Path
 
 from nats.aio.msg import Msg
 
-from gymbus import bus
 from bench._cluster import WEATHER, WEATHER_AGENT, Cluster, Tally, Watch, count_lines, tally, wait_until
 from bench.openai_stub import OpenAIStub, StubServer
+from gymbus import bus
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / f"{WEATHER}.jsonl"
 WORKER = (WEATHER, WEATHER_AGENT, "offline")

@@ -26,9 +26,8 @@ from dataclasses import dataclass
 import aiohttp
 import psutil
 
-from gymbus import bus
-from gymbus import schemas
 from bench._procs import RUNNER, WEATHER, Fleet
+from gymbus import bus, schemas
 
 __all__ = ["ToolCost", "measure", "p10_bridge_cost"]
 

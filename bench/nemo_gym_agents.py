@@ -29,14 +29,14 @@ import aiohttp
 import psutil
 from aiohttp import web
 
+from bench._procs import RUNNER, Fleet
+from bench.nemo_gym import measure
 from gymbus import bus
 from gymbus.functions.nemo_gym import locate, prepare
 from gymbus.functions.nemo_gym._config import agent_config, global_config, read_config
 from gymbus.functions.nemo_gym._process import ServerProcess
 from gymbus.functions.nemo_gym._venv import requirements_of, virtual_env
 from gymbus.schemas import ContentPart, Item, Response, ResponsesCreateParams
-from bench._procs import RUNNER, Fleet
-from bench.nemo_gym import measure
 
 __all__ = ["RolloutCost", "p12_hosted_agent_cost"]
 
@@ -119,7 +119,9 @@ async def _direct(rows: list[bytes], samples: int, seconds: float, concurrency: 
     player: ServerProcess | None = None
     try:
         info = await resources.start()
-        player = ServerProcess(AGENT, env, site / "app.py", AGENT, agent_config(server, agent, ports, info.port))
+        player = ServerProcess(
+            AGENT, env, site / "app.py", AGENT, agent_config(server, agent, ports, info.port)
+        )
         agent_info = await player.start()
         processes = [psutil.Process(info.pid), psutil.Process(agent_info.pid)]
         async with aiohttp.ClientSession() as http:

@@ -33,10 +33,10 @@ from pathlib import Path
 import psutil
 import yaml
 
-from gymbus.functions.nemo_gym import requirements_of, virtual_env
-from gymbus.functions.nemo_gym._venv import VirtualEnv, pinned
 from bench._procs import EXAMPLE, RUNNER, WEATHER, WEATHER_AGENT, Fleet, count_lines, cpu_seconds, stop_ng_run
 from bench.openai_stub import OpenAIStub, StubServer, free_port
+from gymbus.functions.nemo_gym import requirements_of, virtual_env
+from gymbus.functions.nemo_gym._venv import VirtualEnv, pinned
 
 __all__ = ["SIDES", "FrontCollection", "p13_front_rollouts"]
 

@@ -42,8 +42,6 @@ from typing import Any, Self
 
 import psutil
 
-from gymbus import bus
-from gymbus import schemas
 from bench._cluster import NatsServers
 from bench._procs import (
     EXAMPLE,
@@ -57,6 +55,7 @@ from bench._procs import (
 )
 from bench.openai_stub import free_port
 from bench.workers import ECHO
+from gymbus import bus, schemas
 
 _COLLECTED = re.compile(rb"in ([0-9.]+) s")
 

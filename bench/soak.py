@@ -57,9 +57,9 @@ from typing import Any
 import nats.errors
 import psutil
 
-from gymbus import bus
 from bench._cluster import NatsServers, wait_until
 from bench.openai_stub import OpenAIStub, StubServer
+from gymbus import bus
 from gymbus.functions import AGENTS
 from gymbus.runner.security._secure import SecureLayout, secure_init
 from gymbus.schemas import DEFAULT_TIMEOUTS, ROLLOUT_RESTART, NotAuthorized
@@ -231,7 +231,9 @@ class Soak:
                 DEFAULT_TIMEOUTS.worker_start, log.name,
             )  # fmt: skip
             if process.poll() is not None:
-                raise RuntimeError(f"a {kind} worker exited at start:\n{log.read_text(errors='replace')[-3000:]}")
+                raise RuntimeError(
+                    f"a {kind} worker exited at start:\n{log.read_text(errors='replace')[-3000:]}"
+                )
 
     def serving(self, kind: str) -> list[subprocess.Popen[bytes]]:
         """The kind's live workers that are not frozen."""
@@ -455,7 +457,9 @@ def _run(state: Soak, minutes: float, every: float) -> int:
     return _report(state, written, time.monotonic() - started, problems)
 
 
-def _watch(state: Soak, runner: subprocess.Popen[bytes], written: Written, deadline: float, every: float) -> list[str]:
+def _watch(
+    state: Soak, runner: subprocess.Popen[bytes], written: Written, deadline: float, every: float
+) -> list[str]:
     """Faults and minute checks until `deadline` (or the runner's end); the problems seen."""
     problems: list[str] = []
     next_fault = time.monotonic() + 10 + state.rng.expovariate(1 / every)

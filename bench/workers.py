@@ -15,8 +15,7 @@ from collections.abc import Mapping
 
 from nats.aio.msg import Msg
 
-from gymbus import bus
-from gymbus import schemas
+from gymbus import bus, schemas
 from gymbus.bus import model_service
 from gymbus.functions.models.offline import offline_policy
 from gymbus.schemas import Response, ResponsesCreateParams, merge_row

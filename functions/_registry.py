@@ -22,9 +22,9 @@ with them is found by whichever process looks a name up.
 from __future__ import annotations
 
 import difflib
-import logging
 import importlib
 import importlib.metadata
+import logging
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cache

@@ -22,8 +22,8 @@ if _typing.TYPE_CHECKING:
     from .preparation import PrepareOptions, PrepareReport, prepare
     from .serving import serve
     from .training import (
-        BusRolloutWorker,
         BusRollouts,
+        BusRolloutWorker,
         Sampling,
         StitchError,
         TokenSequence,

@@ -28,6 +28,7 @@ class ExitCode(IntEnum):
     NONE_COLLECTED = 4
     """Finished with nothing done: no rollout collected, no row verified."""
 
+
 LISTED = 20
 """Items a report lists (disagreements, failures); the sidecar files hold them all."""
 

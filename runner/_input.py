@@ -131,7 +131,9 @@ def open_input(stack: ExitStack, path: Path, beside: Path) -> InputFile:
     except ValueError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
-        fail(f"interrupted while reading {'<stdin>' if path == STDIN else path}: nothing was run", 128 + SIGINT)
+        fail(
+            f"interrupted while reading {'<stdin>' if path == STDIN else path}: nothing was run", 128 + SIGINT
+        )
 
 
 def nearest(name: str, known: Collection[str]) -> str:

@@ -80,7 +80,14 @@ class OutputPaths:
 
     def start_fresh(self) -> None:
         """Remove the files of an earlier run (collecting without `--resume`)."""
-        for path in (self.rollouts, self.failures, self.materialized, self.metrics, self.workers_log, self.plan):
+        for path in (
+            self.rollouts,
+            self.failures,
+            self.materialized,
+            self.metrics,
+            self.workers_log,
+            self.plan,
+        ):
             path.unlink(missing_ok=True)
 
 

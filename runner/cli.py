@@ -32,7 +32,7 @@ from gymbus.bus import tune_gc
 
 from ._console import err
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main"]  # noqa: F822 - `app` is built on first access (`__getattr__`)
 
 VERSION = "0.1.0"
 

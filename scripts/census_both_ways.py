@@ -230,7 +230,10 @@ async def _gymbus_serving(target: str, url: str, recorder: Recorder, policy: str
     nc = await bus.connect(url, name="census models")
     host = bus.ServiceHost(nc)
     made = []
-    for adapter, name, api in [(policy, "policy", "responses"), *(("openai", judge, "chat") for judge in judges)]:
+    for adapter, name, api in [
+        (policy, "policy", "responses"),
+        *(("openai", judge, "chat") for judge in judges),
+    ]:
         options = ModelOptions(base_url=recorder.url(name), api_key="census", model=name, api=api,
                                token_capture=False)  # fmt: skip
         made.append(MODELS[adapter].make(options))
@@ -255,8 +258,16 @@ async def _gymbus_serving(target: str, url: str, recorder: Recorder, policy: str
 
 
 async def both_ways(
-    target: str, url: str, recorder: Recorder, ray: str, work: Path, rows: int, quiet: Any, worker: Any,
-    classify: Any, timeouts: Any,
+    target: str,
+    url: str,
+    recorder: Recorder,
+    ray: str,
+    work: Path,
+    rows: int,
+    quiet: Any,
+    worker: Any,
+    classify: Any,
+    timeouts: Any,
 ) -> BothWays:
     """`target` measured both ways (see the module docstring); NeMo Gym's side joins the Ray
     cluster at `ray`."""
@@ -289,7 +300,9 @@ async def both_ways(
     result.policy = "vllm" if needs_vllm(server.config_file) else "openai"
     reverify = None
     if stored.exists() and not _not_json(stored):  # browsecomp's are `<PLACEHOLDER ROW>` lines
-        rollouts = _rows(_with_indices(stored, work / "stored.jsonl", result.agent), rows, work / "stored.jsonl")
+        rollouts = _rows(
+            _with_indices(stored, work / "stored.jsonl", result.agent), rows, work / "stored.jsonl"
+        )
         inputs = materialize(rollouts, example, work / "stored_materialized_inputs.jsonl", result.agent)
         # Stored rollouts of other rows than its examples (or of another shape) have no inputs
         # to re-verify with, on either side.
@@ -353,7 +366,9 @@ async def both_ways(
             side.why = f"start: {why}"
         else:
             output = work / "nemo_gym.jsonl"
-            status = await asyncio.to_thread(own.collect, result.agent, rows_file, output, timeouts.rollout * 3)
+            status = await asyncio.to_thread(
+                own.collect, result.agent, rows_file, output, timeouts.rollout * 3
+            )
             side.rewards = _collected(output)
             side.rows = len(rows_file.read_text().splitlines())
             side.ok = len(side.rewards)
@@ -364,7 +379,9 @@ async def both_ways(
                 said = _failure_reason(work / "nemo_gym_failures.jsonl") or output.with_suffix(".log").read_text(
                     errors="replace")[-3000:]  # fmt: skip
                 side.outcome, why = classify(said)
-                side.why = f"collect ({side.failed}/{side.rows} failed, exit {status}): {why}{_server_said(own.log)}"
+                side.why = (
+                    f"collect ({side.failed}/{side.rows} failed, exit {status}): {why}{_server_said(own.log)}"
+                )
     finally:
         await asyncio.to_thread(own.stop)
     if reverify is not None and side.outcome == "works":
@@ -430,8 +447,12 @@ async def _collect_again(
     finally:
         await asyncio.to_thread(own.stop)
     first, second = result.nemo_gym.rewards, _collected(output)
-    rewards_moved = [key for key in first if not key.startswith("r") and not _same(first[key], second.get(key))]
-    own_requests = compare_requests([again / "nemo_gym.requests.jsonl"], [work / "nemo_gym.requests.jsonl"])[1]
+    rewards_moved = [
+        key for key in first if not key.startswith("r") and not _same(first[key], second.get(key))
+    ]
+    own_requests = compare_requests([again / "nemo_gym.requests.jsonl"], [work / "nemo_gym.requests.jsonl"])[
+        1
+    ]
     if not rewards_moved and not own_requests:
         return
     why = f"NeMo Gym's own second collection differs from its first ({len(rewards_moved)} rewards, " \
@@ -472,8 +493,15 @@ def _nemo_gym_reverify(
 
 
 async def _gymbus_again(
-    target: str, url: str, recorder: Recorder, result: BothWays, worker: Any, stored: tuple[Path, Path],
-    work: Path, timeouts: Any, quiet: Any,
+    target: str,
+    url: str,
+    recorder: Recorder,
+    result: BothWays,
+    worker: Any,
+    stored: tuple[Path, Path],
+    work: Path,
+    timeouts: Any,
+    quiet: Any,
 ) -> dict[str, float | None]:
     """GymBus's second try: the server served again, its rollouts re-verified again."""
     log = work / "gymbus.worker.log"
@@ -545,4 +573,6 @@ def _judge(result: BothWays, work: Path) -> None:
         result.klass, result.why = "works on GymBus only", f"NeMo Gym: {theirs.why}"
     else:
         result.klass = "fails on both"
-        result.why = theirs.why if theirs.outcome == ours.outcome else f"NeMo Gym: {theirs.why}; GymBus: {ours.why}"
+        result.why = (
+            theirs.why if theirs.outcome == ours.outcome else f"NeMo Gym: {theirs.why}; GymBus: {ours.why}"
+        )

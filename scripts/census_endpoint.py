@@ -76,7 +76,10 @@ def _heard(chat: dict[str, Any]) -> dict[str, Any]:
 
 def _clip(part: dict[str, Any]) -> dict[str, str]:
     url = str((part.get("audio_url") or {}).get("url", ""))
-    return {"type": "text", "text": f"[audio {hashlib.sha256(url.encode()).hexdigest()[:16]}, {len(url)} chars]"}
+    return {
+        "type": "text",
+        "text": f"[audio {hashlib.sha256(url.encode()).hexdigest()[:16]}, {len(url)} chars]",
+    }
 
 
 def _plain(value: Any) -> Any:

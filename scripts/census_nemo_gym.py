@@ -50,7 +50,9 @@ def needs_vllm(config_file: Path) -> bool:
     then each side's policy is its vLLM adapter (token capture off: the endpoint is no vLLM)."""
     document = yaml.safe_load(config_file.read_text()) or {}
     for value in document.values():
-        for server in ((value or {}).get("resources_servers") or {}).values() if isinstance(value, dict) else ():
+        for server in (
+            ((value or {}).get("resources_servers") or {}).values() if isinstance(value, dict) else ()
+        ):
             allowed = (server or {}).get("allowed_model_types") if isinstance(server, dict) else None
             if allowed and "openai_model" not in allowed:
                 return True
@@ -93,7 +95,9 @@ def _free_port() -> int:
 class OwnStack:
     """`ng_run` of one server's config; `collect` and `reverify` run against it."""
 
-    def __init__(self, config_file: Path, judges: tuple[str, ...], endpoint: Any, ray: str, work: Path) -> None:
+    def __init__(
+        self, config_file: Path, judges: tuple[str, ...], endpoint: Any, ray: str, work: Path
+    ) -> None:
         base = virtual_env([pinned()], "NeMo Gym")
         self.bin = base.python.parent
         self.tree = base.site_packages()
@@ -131,7 +135,9 @@ class OwnStack:
         if not set(document) & set(models):
             return config_file
         copy = self.work / f"own_{config_file.name}"
-        copy.write_text(yaml.safe_dump({name: value for name, value in document.items() if name not in models}))
+        copy.write_text(
+            yaml.safe_dump({name: value for name, value in document.items() if name not in models})
+        )
         return copy
 
     def _link_environments(self, config_file: Path, models: set[str]) -> Path:
@@ -240,5 +246,9 @@ def _prompt(row: dict[str, Any]) -> str:
     params = row.get("responses_create_params") or {}
     items = params.get("input")
     if isinstance(items, list):
-        items = [{k: v for k, v in item.items() if k in ("role", "content")} for item in items if isinstance(item, dict)]
+        items = [
+            {k: v for k, v in item.items() if k in ("role", "content")}
+            for item in items
+            if isinstance(item, dict)
+        ]
     return json.dumps([items, params.get("instructions")], sort_keys=True)

@@ -53,7 +53,6 @@ from census_endpoint import Recorder  # noqa: E402
 from census_nemo_gym import ray_binary  # noqa: E402
 
 from bench._ray import ray_cluster  # noqa: E402
-
 from gymbus import bus  # noqa: E402
 from gymbus.functions.nemo_gym import locate, release  # noqa: E402
 from gymbus.functions.nemo_gym._config import read_config  # noqa: E402
@@ -231,7 +230,9 @@ def table(results: list[dict[str, Any]]) -> str:
     by: dict[str, list[str]] = collections.defaultdict(list)
     for one in results:
         name = f"`{one['server']}`"
-        by[str(one["klass"])].append(name if one["klass"] == "works on both" else f"{name} ({_short(one['why'])})")
+        by[str(one["klass"])].append(
+            name if one["klass"] == "works on both" else f"{name} ({_short(one['why'])})"
+        )
     lines = [f"| class | servers ({len(results)}) |", "| --- | --- |"]
     for klass in CLASSES:
         lines.append(f"| {klass} ({len(by[klass])}) | {' · '.join(sorted(by[klass])) or '-'} |")
@@ -303,11 +304,23 @@ async def census(targets: list[str], out: Path, rows: int) -> list[str]:
             work.mkdir()
             try:
                 result = await both_ways(
-                    _resolved(target), server.url, recorder, ray, work, rows, _quiet, Worker, classify, TIMEOUTS
+                    _resolved(target),
+                    server.url,
+                    recorder,
+                    ray,
+                    work,
+                    rows,
+                    _quiet,
+                    Worker,
+                    classify,
+                    TIMEOUTS,
                 )
             except Exception:
                 failed.append(target)
-                print(f"[{number}/{len(targets)}] {target}: the census failed\n{traceback.format_exc()}", flush=True)
+                print(
+                    f"[{number}/{len(targets)}] {target}: the census failed\n{traceback.format_exc()}",
+                    flush=True,
+                )
                 continue
             with open(out, "a") as file:
                 file.write(json.dumps(asdict(result)) + "\n")
@@ -346,9 +359,7 @@ def main() -> None:
     parser.add_argument("--servers", nargs="*", help="servers to measure (default: every one of the release)")
     parser.add_argument("--rows", type=int, default=5, help="example rows (and stored rollouts) per server")
     parser.add_argument("--table", type=Path, help="print the tables of a census's results and stop")
-    parser.add_argument(
-        "--counts", action="store_true", help="with --table: only how many end in each class"
-    )
+    parser.add_argument("--counts", action="store_true", help="with --table: only how many end in each class")
     args = parser.parse_args()
     if args.table:
         results = [json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]
@@ -359,7 +370,10 @@ def main() -> None:
         measured = [json.loads(line)["server"] for line in args.out.read_text().splitlines() if line.strip()]
         done = {name for server in measured for name in (server, server.partition("/")[0])}
     targets = [target for target in (args.servers or all_servers()) if target not in done]
-    print(f"nemo-gym {release().version}: measuring {len(targets)} servers both ways into {args.out}", flush=True)
+    print(
+        f"nemo-gym {release().version}: measuring {len(targets)} servers both ways into {args.out}",
+        flush=True,
+    )
     failed = asyncio.run(census(targets, args.out, args.rows))
     results = [json.loads(line) for line in args.out.read_text().splitlines() if line.strip()]
     print(f"{table(results)}\n\n{details(results)}")

@@ -47,6 +47,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             test = getattr(item, "originalname", item.name)
             for marker in markers_of(path.relative_to(TESTS).as_posix(), test):
                 item.add_marker(marker)
+
+
 WEATHER = "example_single_tool_call"
 WEATHER_AGENT = "example_single_tool_call_simple_agent"
 

@@ -55,7 +55,9 @@ def make_adapter(directory: Path, seed: int, scale: float = 0.5, rank: int = LOR
 class Syncer:
     """A `gym-runner sync-adapters` process beside a vLLM server, its output in `log`."""
 
-    def __init__(self, nats_url: str, server: str, directory: Path, log: Path, policy: str = "policy") -> None:
+    def __init__(
+        self, nats_url: str, server: str, directory: Path, log: Path, policy: str = "policy"
+    ) -> None:
         self.directory = directory
         command = [
             sys.executable, "-P", "-m", "gymbus.runner", "sync-adapters", "--vllm-url", server,

@@ -33,7 +33,6 @@ async def start_and_run(config_path: str, rows_path: str) -> None:
     from nemo_gym.config_types import BaseServerConfig
     from nemo_gym.global_config import GlobalConfigDictParserConfig
     from nemo_gym.rollout_collection import RolloutCollectionHelper
-
     from omegaconf import OmegaConf
 
     config = json.load(open(config_path))

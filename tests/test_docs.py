@@ -42,7 +42,18 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 SHELL = {"bash", "sh", "shell", "console"}
-FOLDERS = ("examples/", "scripts/", "deploy/", "bench/", "tests/", "docs/", "schemas/", "functions/", "bus/", "runner/")
+FOLDERS = (
+    "examples/",
+    "scripts/",
+    "deploy/",
+    "bench/",
+    "tests/",
+    "docs/",
+    "schemas/",
+    "functions/",
+    "bus/",
+    "runner/",
+)
 OPERATORS = {"&&", "||", ";", "|", "&", "(", ")"}
 REDIRECTS = {">", ">>", "<", ">&", "<&", "2>", "&>"}
 VLLM_SERVER = REPO / "tests" / "vllm_server.py"
@@ -112,7 +123,9 @@ def fenced_commands(path: Path) -> list[Command]:
 def inline_commands(path: Path) -> list[Command]:
     """Every `gym-runner ...` and `python -m ...` code span of a Markdown file's prose."""
     text = path.read_text()
-    prose = re.sub(r"^\s*(```+|~~~+).*?^\s*\1", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S | re.M)
+    prose = re.sub(
+        r"^\s*(```+|~~~+).*?^\s*\1", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S | re.M
+    )
     found = []
     for span in re.finditer(r"`([^`]+)`", prose):
         words = " ".join(span.group(1).split())
@@ -125,7 +138,9 @@ def inline_commands(path: Path) -> list[Command]:
 COMMANDS = [command for page in PAGES for command in (*fenced_commands(page), *inline_commands(page))]
 SHELL_COMMANDS = [command for command in COMMANDS if command.language in SHELL]
 SYNOPSES = [
-    command for command in COMMANDS if command.language not in SHELL and command.text.startswith("gym-runner ")
+    command
+    for command in COMMANDS
+    if command.language not in SHELL and command.text.startswith("gym-runner ")
 ]
 MODULES_IN_PROSE = [
     command for command in COMMANDS if command.language == "inline" and command.text.startswith("python -m ")
@@ -274,7 +289,9 @@ def test_every_nats_server_pings_as_the_embedded_one(command: Command) -> None:
         assert "-c" in args, f"{command.where}: nats-server without a configuration pings every 2 minutes"
         config = args[args.index("-c") + 1]
         written = config.endswith("/nats.conf") and f"--out {config.removesuffix('/nats.conf')}" in page
-        assert config == "deploy/nats.conf" or written, f"{command.where}: {config} is no configuration we check"
+        assert config == "deploy/nats.conf" or written, (
+            f"{command.where}: {config} is no configuration we check"
+        )
 
 
 @pytest.mark.parametrize("command", _with("pip"))
@@ -347,12 +364,15 @@ def test_the_site_builds_with_mkdocs_material_alone() -> None:
     config = (REPO / "mkdocs.yml").read_text()
     assert "\nplugins:" not in config  # a plugin would be another package to install
     extensions = re.findall(r"^  - ([\w.]+)", config.split("markdown_extensions:")[1].split("\n\n")[0], re.M)
-    assert extensions and all(name.split(".")[0] in ("admonition", "attr_list", "tables", "toc", "pymdownx")
-                              for name in extensions), extensions  # Markdown's own, and mkdocs-material's pymdownx
+    assert extensions and all(
+        name.split(".")[0] in ("admonition", "attr_list", "tables", "toc", "pymdownx") for name in extensions
+    ), extensions  # Markdown's own, and mkdocs-material's pymdownx
 
 
 def test_nemo_gyms_commands_each_have_their_gym_runner_command() -> None:
-    rows = [line for line in (REPO / "docs" / "commands.md").read_text().splitlines() if line.startswith("| `ng_")]
+    rows = [
+        line for line in (REPO / "docs" / "commands.md").read_text().splitlines() if line.startswith("| `ng_")
+    ]
     mapped = {re.match(r"\| `(ng_\w+)", row).group(1): row for row in rows}  # type: ignore[union-attr]
     for legacy in ("ng_run", "ng_collect_rollouts", "ng_prepare_data", "ng_viewer", "ng_status"):
         assert "`gym-runner " in mapped.get(legacy, ""), f"docs/commands.md maps no {legacy}"

@@ -7,12 +7,8 @@ from types import ModuleType
 
 import pytest
 
-from gymbus import bus
+from gymbus import bus, functions, runner, schemas
 from gymbus.bus import cluster, connection, hosting, policy, run, security, wire
-from gymbus import functions
-from gymbus import runner
-from gymbus import schemas
-
 
 ROOMS = [cluster, wire, security, connection, policy, run, hosting]
 
@@ -23,7 +19,8 @@ def test_public_names_are_exactly_all(package: ModuleType) -> None:
     public = {
         name
         for name in dir(package)
-        if not name.startswith("_") and (not inspect.ismodule(getattr(package, name)) or name in package.__all__)
+        if not name.startswith("_")
+        and (not inspect.ismodule(getattr(package, name)) or name in package.__all__)
     }
     assert set(package.__all__) == public
     assert len(package.__all__) == len(set(package.__all__))

@@ -62,7 +62,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def rendered(helm: Any, secured: Path) -> dict[str, str]:
     """`helm template nats charts/nats -n gymbus -f nats-values.yaml -f helm-auth-values.yaml`."""
-    values = _merged(yaml.safe_load((K8S / "nats-values.yaml").read_text()), yaml.safe_load(secured.read_text()))
+    values = _merged(
+        yaml.safe_load((K8S / "nats-values.yaml").read_text()), yaml.safe_load(secured.read_text())
+    )
     chart = helm.Chart.load(str(CHART))
     files: dict[str, str] = chart.render(values, name="nats", namespace="gymbus", is_install=True)
     return files
@@ -113,7 +115,10 @@ def test_the_rendered_config_carries_every_role_as_secure_init_wrote_it(
     answering = [user for user in users.values() if "allow_responses" in user]
     assert answering and all(user["allow_responses"]["max"] == -1 for user in answering)
     assert not [user for user in users.values() if "_INBOX.>" in user["publish"]["allow"]]
-    pings = (f'"ping_interval": "{DEFAULT_TIMEOUTS.server_ping:g}s"', f'"ping_max": {DEFAULT_LIMITS.server_pings_out}')
+    pings = (
+        f'"ping_interval": "{DEFAULT_TIMEOUTS.server_ping:g}s"',
+        f'"ping_max": {DEFAULT_LIMITS.server_pings_out}',
+    )
     for setting in ('"max_payload": 8MB', *pings):
         assert setting in conf
 

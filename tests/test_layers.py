@@ -66,7 +66,9 @@ def test_a_package_imports_nothing_above_it(package: str) -> None:
 
 def test_the_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:
     module = tmp_path / "lazy.py"
-    module.write_text("def f():\n    from gymbus.bus import request\n    import nats.js\n    from gymbus import runner\n")
+    module.write_text(
+        "def f():\n    from gymbus.bus import request\n    import nats.js\n    from gymbus import runner\n"
+    )
     assert imported_top_levels(module) == {"bus", "nats", "runner"}
 
 
@@ -115,7 +117,11 @@ def _private_imports(path: Path, package: str) -> set[str]:
                 if parts[0] == "gymbus" and len(parts) > 2 and parts[1] != package:
                     if any(part.startswith("_") for part in parts[2:]):
                         found.add(node.module)
-            elif package == "bus" and node.level >= 2 and any(part.startswith("_") for part in node.module.split(".")):
+            elif (
+                package == "bus"
+                and node.level >= 2
+                and any(part.startswith("_") for part in node.module.split("."))
+            ):
                 found.add("." * node.level + node.module)
         elif isinstance(node, ast.Import):
             for alias in node.names:

@@ -22,7 +22,8 @@ def test_every_package_folder_is_listed_under_gymbus() -> None:
     folders = {folder: f"gymbus.{folder}" for folder in ("schemas", "functions", "bus", "runner")}
     assert PROJECT["package-dir"] == {name: folder for folder, name in folders.items()}
     found = {
-        folders[init.relative_to(ROOT).parts[0]] + "".join(f".{part}" for part in init.parent.relative_to(ROOT).parts[1:])
+        folders[init.relative_to(ROOT).parts[0]]
+        + "".join(f".{part}" for part in init.parent.relative_to(ROOT).parts[1:])
         for folder in folders
         for init in (ROOT / folder).rglob("__init__.py")
     }
@@ -40,7 +41,18 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("schemas", "functions", "bus", "runner"):
         shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(source),
+        ],
         check=True,
         capture_output=True,
         timeout=300,
@@ -85,7 +97,9 @@ def test_gymbus_installs_beside_pypis_schemas_and_functions(wheel: Path, tmp_pat
         "print(u.find_spec('schemas').origin); print(u.find_spec('functions').origin);"
         "print(gymbus.schemas.__file__); print(gymbus.functions.__file__)"
     )
-    done = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     theirs_schemas, theirs_functions, ours_schemas, ours_functions = done.stdout.split()
     assert theirs_schemas == f"{site}/schemas/__init__.py"

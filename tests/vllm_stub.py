@@ -58,7 +58,9 @@ class VllmStub:
         body = await request.json()
         self.requests.append(("chat", body))
         if self.check_models and body.get("model") not in {"stub", *self.adapters}:
-            return JSONResponse({"error": {"message": f"The model `{body.get('model')}` does not exist."}}, 404)
+            return JSONResponse(
+                {"error": {"message": f"The model `{body.get('model')}` does not exist."}}, 404
+            )
         if self.fail_next:
             self.fail_next -= 1
             return JSONResponse({"error": {"message": self.message}}, self.status)
@@ -86,14 +88,18 @@ class VllmStub:
 
     async def models(self, request: Request) -> JSONResponse:
         cards = [{"id": "stub", "parent": None, "max_model_len": 2048}]
-        cards += [{"id": name, "parent": "stub", "root": f"/adapters/{name}"} for name in sorted(self.adapters)]
+        cards += [
+            {"id": name, "parent": "stub", "root": f"/adapters/{name}"} for name in sorted(self.adapters)
+        ]
         return JSONResponse({"object": "list", "data": cards})
 
     async def load(self, request: Request) -> JSONResponse:
         body = await request.json()
         self.requests.append(("load", body))
         if self.load_status != 200:
-            return JSONResponse({"error": {"message": "out of memory loading the adapter (injected)"}}, self.load_status)
+            return JSONResponse(
+                {"error": {"message": "out of memory loading the adapter (injected)"}}, self.load_status
+            )
         self.adapters.add(body["lora_name"])
         return JSONResponse({})
 

@@ -2,10 +2,10 @@
 key-value buckets, and the server's refusals told apart from its being away.
 """
 
-from ._forming import PEERS_UNKNOWN, retry_while_forming
-from ._replicas import replicas_from_env, replicas_of, set_replicas
 from ._buckets import open_key_value
+from ._forming import PEERS_UNKNOWN, retry_while_forming
 from ._refusals import refusals, was_refused
+from ._replicas import replicas_from_env, replicas_of, set_replicas
 
 __all__ = [
     "PEERS_UNKNOWN",

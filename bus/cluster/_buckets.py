@@ -8,8 +8,8 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
-from ._replicas import replicas_of
 from ._forming import retry_while_forming
+from ._replicas import replicas_of
 
 __all__ = ["open_key_value"]
 

@@ -14,8 +14,6 @@ from ._connection import (
     open_bus,
     split_urls,
 )
-from ._embedded import EmbeddedServer, die_with_parent, find_server_binary, write_seed
-from ._python_gc import tune_gc
 from ._discovery import (
     QueueDepth,
     ServiceInfo,
@@ -31,6 +29,8 @@ from ._discovery import (
     unserved,
     wait_served,
 )
+from ._embedded import EmbeddedServer, die_with_parent, find_server_binary, write_seed
+from ._python_gc import tune_gc
 
 __all__ = [
     "Bus",

@@ -30,7 +30,9 @@ from nats.js import JetStreamContext
 
 from gymbus.schemas import DEFAULT_TIMEOUTS, BusUnavailable, NotAuthorized, Timeouts, redact_url
 
+from ..cluster import refusals, replicas_from_env, set_replicas
 from ..security import BusAuth
+from ..wire import request
 from ._discovery import (
     QueueDepth,
     ServiceInfo,
@@ -45,9 +47,6 @@ from ._discovery import (
     wait_served,
 )
 from ._embedded import EmbeddedServer
-from ..cluster import refusals
-from ..cluster import replicas_from_env, set_replicas
-from ..wire import request
 
 __all__ = [
     "Bus",
@@ -277,7 +276,9 @@ class Bus:
         those none does yet (`served_within`)."""
         return await served_within(self.nc, services, timeout, check)
 
-    async def wait_served(self, services: list[str], timeout: float, check: Callable[[], None] | None = None) -> None:
+    async def wait_served(
+        self, services: list[str], timeout: float, check: Callable[[], None] | None = None
+    ) -> None:
         """Until every one of `services` is served; `BusUnavailable` after `timeout` (`wait_served`)."""
         await wait_served(self.nc, services, timeout, check)
 
@@ -287,7 +288,9 @@ class Bus:
         """The reply to `body` on `subject` (`bus.request`: its errors are `GymError`s)."""
         return await request(self.nc, subject, body, timeout=timeout, headers=headers)
 
-    async def service_infos(self, name: str | None = None, window: float = DEFAULT_TIMEOUTS.discovery) -> list[ServiceInfo]:
+    async def service_infos(
+        self, name: str | None = None, window: float = DEFAULT_TIMEOUTS.discovery
+    ) -> list[ServiceInfo]:
         """The live services (named `name`, or all), as they answer within `window` seconds."""
         return await service_infos(self.nc, name, window)
 
@@ -303,7 +306,9 @@ class Bus:
         """The live agents, each with the environment its service names (`served_agents`)."""
         return await served_agents(self.nc, window)
 
-    async def model_servers(self, agents: set[str], window: float = DEFAULT_TIMEOUTS.discovery) -> dict[str, set[str]]:
+    async def model_servers(
+        self, agents: set[str], window: float = DEFAULT_TIMEOUTS.discovery
+    ) -> dict[str, set[str]]:
         """The inference servers of the models `agents` call (`model_servers`)."""
         return await model_servers(self.nc, agents, window)
 
@@ -316,7 +321,12 @@ _RUNNER_ROLES = ("runner", "monitor", "producer")
 
 
 async def connect_bus(
-    url: str, *, name: str, timeouts: Timeouts = DEFAULT_TIMEOUTS, auth: BusAuth | None = None, role: str = "runner"
+    url: str,
+    *,
+    name: str,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
+    auth: BusAuth | None = None,
+    role: str = "runner",
 ) -> Bus:
     """A `Bus` connected to `url` (see `connect`) for a holder that outlives one block
     (a trainer); `Bus.close` ends it. `open_bus` is the same for a block."""

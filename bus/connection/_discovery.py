@@ -21,8 +21,7 @@ from nats.micro.service import ServiceInfo, ServiceStats
 
 from gymbus.schemas import DEFAULT_TIMEOUTS, BusUnavailable, NoResponders, RequestTimeout
 
-from ..wire import subjects
-from ..wire import request
+from ..wire import request, subjects
 
 __all__ = [
     "QueueDepth",
@@ -114,7 +113,9 @@ async def model_servers(
     return servers
 
 
-async def unserved(nc: Client, agents: set[str], window: float = DEFAULT_TIMEOUTS.discovery) -> dict[str, str]:
+async def unserved(
+    nc: Client, agents: set[str], window: float = DEFAULT_TIMEOUTS.discovery
+) -> dict[str, str]:
     """Of `agents`, those whose rollouts could not run now, each with why: no live worker
     serves the agent, its environment or the model it calls (as its service says)."""
     infos = await service_infos(nc, window=window)

@@ -32,8 +32,7 @@ from typing import Self
 
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BusUnavailable
 
-from ..security import BusAuth
-from ..security import combined_role, monitor_role, runner_role, server_authorization, worker_role
+from ..security import BusAuth, combined_role, monitor_role, runner_role, server_authorization, worker_role
 
 __all__ = ["EmbeddedServer", "die_with_parent", "find_server_binary", "write_seed"]
 

@@ -21,15 +21,14 @@ from gymbus.schemas import (
     SESSION,
     Limits,
     NoResponders,
-    UnknownTool,
-    ResponsesCreateParams,
     Response,
+    ResponsesCreateParams,
     Timeouts,
+    UnknownTool,
 )
 
 from ..connection import Bus
 from ..wire import subjects
-
 from ._runs import Outcome, RolloutRequests
 from ._talk import talk
 

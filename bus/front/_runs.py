@@ -28,6 +28,7 @@ import uuid
 from dataclasses import dataclass
 
 import msgspec
+
 from gymbus.schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
@@ -184,4 +185,3 @@ class RolloutRequests:
         await self._client.close(forget=True)
         if self._reading is not None:
             await asyncio.gather(self._reading, return_exceptions=True)
-

@@ -4,7 +4,7 @@ worker's side of the task queue.
 """
 
 from ._hosting import ServeOptions, environment_service, model_service, serve_functions, worker_role_name
-from ._services import Endpoint, Handler, Reporting, ServiceHost, ServiceSpec
+from ._nemo_gym import HostedServers, hosted_environment_service, nemo_gym_servers
 from ._rollout import (
     BusCalls,
     BusModels,
@@ -15,9 +15,9 @@ from ._rollout import (
     run_rollout,
     served_and_transient,
 )
+from ._services import Endpoint, Handler, Reporting, ServiceHost, ServiceSpec
 from ._sessions import KvSessions
 from ._slots import Slots
-from ._nemo_gym import HostedServers, hosted_environment_service, nemo_gym_servers
 from ._task_consumer import TaskConsumer, agent_consumer
 
 __all__ = [

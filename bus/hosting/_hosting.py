@@ -44,11 +44,10 @@ from gymbus.schemas import (
     redact_url,
 )
 
-from ..wire import subjects
-from ..wire import decode, encode
 from ..connection import check_permitted, lost_for_good, open_bus
-from ._nemo_gym import nemo_gym_servers
 from ..policy import PolicyVersions
+from ..wire import decode, encode, subjects
+from ._nemo_gym import nemo_gym_servers
 from ._rollout import BusModels, agent_service, rollout_task_handler
 from ._services import Endpoint, Handler, ServiceHost, ServiceSpec
 from ._sessions import KvSessions

@@ -41,8 +41,7 @@ from gymbus.schemas import (
     deadline_of,
 )
 
-from ..wire import subjects
-from ..wire import request
+from ..wire import request, subjects
 from ._rollout import BusModels, served_and_transient
 from ._services import Endpoint, Handler, ServiceHost, ServiceSpec
 from ._sessions import KvSessions

@@ -63,10 +63,7 @@ from gymbus.schemas import (
     seconds_left,
 )
 
-from ..wire import subjects
-from ..wire import decode, encode
-from ..wire import WorkerSilent, request
-from ..wire import retrying
+from ..wire import WorkerSilent, decode, encode, request, retrying, subjects
 from ._services import Endpoint, ServiceSpec
 
 __all__ = [

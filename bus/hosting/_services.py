@@ -56,9 +56,7 @@ from gymbus.schemas import (
     deadline_passed,
 )
 
-from ..wire import subjects
-from ..wire import check_in, check_out, needs_claim
-from ..wire import encode_error_reply, nested_deeper
+from ..wire import check_in, check_out, encode_error_reply, needs_claim, nested_deeper, subjects
 from ._slots import Slots
 
 __all__ = ["Endpoint", "Handler", "Reporting", "ServiceHost", "ServiceSpec"]

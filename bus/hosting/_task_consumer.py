@@ -52,14 +52,18 @@ from gymbus.schemas import (
     task_id,
 )
 
-from ..wire import subjects
-from ..wire import check_in_when_room, check_out, needs_claim, release_claim
-from ..wire import nested_deeper
-from ..run import Puller
-from ..wire import retrying
-from ._rollout import RolloutHandler
 from ..cluster import retry_while_forming
-from ..run import ensure_streams
+from ..run import Puller, ensure_streams
+from ..wire import (
+    check_in_when_room,
+    check_out,
+    needs_claim,
+    nested_deeper,
+    release_claim,
+    retrying,
+    subjects,
+)
+from ._rollout import RolloutHandler
 
 __all__ = ["TaskConsumer", "agent_consumer"]
 
@@ -257,7 +261,9 @@ class TaskConsumer:
         """The result by claim check, kept until its runner reads it; if the claim store stays
         full, a failure row that says so in its place (small enough for one message)."""
         try:
-            return await check_in_when_room(self.nc, subjects.results(run_id), result, out, ttl=RESULTS_MAX_AGE)
+            return await check_in_when_room(
+                self.nc, subjects.results(run_id), result, out, ttl=RESULTS_MAX_AGE
+            )
         except (ClaimStoreFull, PayloadTooLarge) as exc:
             message = f"the rollout's result of {len(result)} bytes could not be stored: {exc}"
             return failure_row(b"", exc.type, message), out

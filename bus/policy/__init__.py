@@ -2,6 +2,8 @@
 for inference servers, and the syncers that keep a server's adapters current.
 """
 
+from ._adapter_sync import AdapterSyncer, sync_adapters
+from ._follow import KeyFollower
 from ._policy import (
     PolicyPublisher,
     PolicyVersions,
@@ -12,8 +14,6 @@ from ._policy import (
     live_reports,
     policy_records,
 )
-from ._follow import KeyFollower
-from ._adapter_sync import AdapterSyncer, sync_adapters
 
 __all__ = [
     "AdapterSyncer",

@@ -89,8 +89,18 @@ class AdapterSyncer:
     ) -> AdapterSyncer:
         js = nc.jetstream(timeout=timeouts.connect)
         syncer: AdapterSyncer
-        records = KeyFollower(await policy_records(js), PolicyRecord, f"{name}.*", lambda key: syncer.wake.set())
-        syncer = cls(server, name, directory, records, await adapter_store(js), await adapter_reports(js, timeouts), timeouts)
+        records = KeyFollower(
+            await policy_records(js), PolicyRecord, f"{name}.*", lambda key: syncer.wake.set()
+        )
+        syncer = cls(
+            server,
+            name,
+            directory,
+            records,
+            await adapter_store(js),
+            await adapter_reports(js, timeouts),
+            timeouts,
+        )
         directory.mkdir(parents=True, exist_ok=True)
         await records.start(timeouts.connect)
         return syncer
@@ -162,9 +172,13 @@ class AdapterSyncer:
         try:
             found = await self.store.get(adapter.object)
         except (nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
-            raise _BadObject(f"adapter {adapter.name} could not be fetched: {type(exc).__name__}: {exc}") from None
+            raise _BadObject(
+                f"adapter {adapter.name} could not be fetched: {type(exc).__name__}: {exc}"
+            ) from None
         if found.info.digest != adapter.digest:
-            raise _BadObject(f"adapter {adapter.name}'s object is not the one its record names (digest differs)")
+            raise _BadObject(
+                f"adapter {adapter.name}'s object is not the one its record names (digest differs)"
+            )
         scratch = self.directory / f".{adapter.name}.{uuid.uuid4().hex[:8]}"
         try:
             _unpack(found.data or b"", scratch, adapter.name)
@@ -243,13 +257,20 @@ async def _first(stop: asyncio.Event, wake: asyncio.Event, timeout: float) -> No
 
 
 async def sync_adapters(
-    url: str, server: str, name: str, directory: Path, stop: asyncio.Event, timeouts: Timeouts = DEFAULT_TIMEOUTS
+    url: str,
+    server: str,
+    name: str,
+    directory: Path,
+    stop: asyncio.Event,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
 ) -> None:
     """Keep `server`'s adapters of the policies named `name` current (files under
     `directory`) until `stop` is set: `gym-runner sync-adapters`."""
     from ..connection import open_bus  # the connection module imports the embedded server
 
-    async with open_bus(url, name=f"gym-sync-adapters:{redact_url(server)}", timeouts=timeouts, role="adapters") as bus:
+    async with open_bus(
+        url, name=f"gym-sync-adapters:{redact_url(server)}", timeouts=timeouts, role="adapters"
+    ) as bus:
         syncer = await AdapterSyncer.start(bus.nc, server, name, directory, timeouts)
         first = await syncer.reconcile()
         state = "up" if first.healthy else "not answering yet"

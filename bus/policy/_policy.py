@@ -22,9 +22,9 @@ import io
 import logging
 import tarfile
 import time
-from typing import TYPE_CHECKING
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgspec
 import nats.errors
@@ -49,12 +49,9 @@ from gymbus.schemas import (
     policy_name_of,
 )
 
-from ..cluster import open_key_value
-from ..wire import encode
+from ..cluster import open_key_value, replicas_of, retry_while_forming
+from ..wire import ADAPTER_SERVERS_BUCKET, ADAPTERS_BUCKET, POLICIES_BUCKET, encode
 from ._follow import KeyFollower
-from ..cluster import replicas_of
-from ..wire import ADAPTER_SERVERS_BUCKET, ADAPTERS_BUCKET, POLICIES_BUCKET
-from ..cluster import retry_while_forming
 
 if TYPE_CHECKING:
     from ..connection import Bus
@@ -89,7 +86,9 @@ async def adapter_store(js: JetStreamContext) -> ObjectStore:
         try:
             return await js.object_store(ADAPTERS_BUCKET)
         except nats.js.errors.BucketNotFoundError:
-            config = ObjectStoreConfig(ttl=RESULTS_MAX_AGE, storage=StorageType.FILE, replicas=replicas_of(js))
+            config = ObjectStoreConfig(
+                ttl=RESULTS_MAX_AGE, storage=StorageType.FILE, replicas=replicas_of(js)
+            )
             return await js.create_object_store(ADAPTERS_BUCKET, config=config)
 
     return await retry_while_forming(js, open_or_create)
@@ -199,7 +198,9 @@ class PolicyPublisher:
         records, store = await policy_records(js), await adapter_store(js)
         publisher: PolicyPublisher
         reports = KeyFollower(
-            await adapter_reports(js, timeouts), AdapterServerReport, on_change=lambda key: publisher.changed.set()
+            await adapter_reports(js, timeouts),
+            AdapterServerReport,
+            on_change=lambda key: publisher.changed.set(),
         )
         publisher = cls(js, policy, incarnation, records, store, reports, timeouts, limits)
         await reports.start(timeouts.connect)
@@ -236,7 +237,9 @@ class PolicyPublisher:
         if len(data) > self.limits.adapter_bytes:
             raise PayloadTooLarge(f"adapter {name} is {len(data)} bytes, over Limits.adapter_bytes")
         info = await self.store.put(name, data)
-        adapter = PolicyAdapter(version=version, name=name, object=name, digest=info.digest or "", size=len(data))
+        adapter = PolicyAdapter(
+            version=version, name=name, object=name, digest=info.digest or "", size=len(data)
+        )
         # An earlier process's versions go with this one's first (none of them is newer).
         others = [one for one in self.record.adapters if self.base < one.version != version]
         self.record = msgspec.structs.replace(self.record, adapters=[*others, adapter], rank=rank)
@@ -245,7 +248,9 @@ class PolicyPublisher:
         if not loaded:
             self.record = msgspec.structs.replace(self.record, adapters=others)  # no server tries again
             await self._write()
-            why = "; ".join(f"{server}: {reason}" for server, reason in missing.items()) or "no server is live"
+            why = (
+                "; ".join(f"{server}: {reason}" for server, reason in missing.items()) or "no server is live"
+            )
             raise UpstreamFailed(f"no inference server of policy {self.name} loaded adapter {name}: {why}")
         for server, reason in missing.items():
             log.warning("server %s did not load adapter %s (%s): it serves no calls naming it until it "
@@ -306,9 +311,7 @@ class PolicyPublisher:
             pass  # never stored, or already gone; the bucket's TTL is the backstop
 
 
-def _outcome(
-    reports: list[AdapterServerReport], name: str
-) -> tuple[list[str], dict[str, str], list[str]]:
+def _outcome(reports: list[AdapterServerReport], name: str) -> tuple[list[str], dict[str, str], list[str]]:
     """Of the live servers: which hold `name`, which cannot (and why), which are pending."""
     loaded, missing, pending = [], {}, []
     for report in reports:

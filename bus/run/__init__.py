@@ -3,14 +3,14 @@ results, the tasks JetStream gave up on, the run's bookkeeping (`RunBook`), and 
 asked for outside a rollout (`Verifier`).
 """
 
-from ._run_client import RunClient, RunResult
-from ._run_book import EXPIRED, RunBook, Submitted, given_up_message, not_served, unserved_row
-from ._publish import TaskPublisher, task_headers
-from ._runkeys import run_key, task_token, token_matches
-from ._pull import Puller
 from ._dead_letters import ExhaustedTasks
-from ._verifier import Verifier
+from ._publish import TaskPublisher, task_headers
+from ._pull import Puller
+from ._run_book import EXPIRED, RunBook, Submitted, given_up_message, not_served, unserved_row
+from ._run_client import RunClient, RunResult
+from ._runkeys import run_key, task_token, token_matches
 from ._streams import add_results_consumer, ensure_streams, pull_results, results_consumer
+from ._verifier import Verifier
 
 __all__ = [
     "ExhaustedTasks",

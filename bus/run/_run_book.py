@@ -90,7 +90,9 @@ class RunBook:
         """JetStream gave up on task `seq` after `deliveries`: its failure row, or `None`
         if it had already ended."""
         entry = self.in_flight.pop(seq, None)
-        return None if entry is None else entry.failure_row("deliveries_exhausted", given_up_message(deliveries))
+        return (
+            None if entry is None else entry.failure_row("deliveries_exhausted", given_up_message(deliveries))
+        )
 
     def expired(self, now: float | None = None) -> list[tuple[int, bytes]]:
         """End the tasks whose deadline plus the grace is before `now` (default: the time):

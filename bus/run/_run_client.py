@@ -61,13 +61,12 @@ from gymbus.schemas import (
     header_int,
 )
 
-from ..wire import subjects
-from ..wire import check_out, ensure_claim_store, release_claim
+from ..cluster import open_key_value
+from ..connection import lost_for_good
+from ..wire import check_out, ensure_claim_store, release_claim, subjects
 from ._dead_letters import ExhaustedTasks
 from ._publish import TaskPublisher, task_headers
 from ._pull import Puller
-from ..cluster import open_key_value
-from ..connection import lost_for_good
 from ._runkeys import RUNS_BUCKET, run_key, task_token, token_matches
 from ._streams import ensure_streams, pull_results, results_consumer
 

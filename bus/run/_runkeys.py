@@ -19,8 +19,7 @@ from nats.js import JetStreamContext
 
 from gymbus.schemas import RESULTS_MAX_AGE, task_id
 
-from ..cluster import open_key_value
-from ..cluster import retry_while_forming
+from ..cluster import open_key_value, retry_while_forming
 from ..wire import RUNS_BUCKET
 
 __all__ = ["run_key", "task_token", "token_matches"]

@@ -28,10 +28,9 @@ from nats.js.api import (
 
 from gymbus.schemas import DEFAULT_TIMEOUTS, RESULTS_MAX_AGE, Limits, Timeouts
 
+from ..cluster import PEERS_UNKNOWN, replicas_of, retry_while_forming
 from ..wire import subjects
-from ..cluster import PEERS_UNKNOWN, retry_while_forming
 from ._pull import Puller
-from ..cluster import replicas_of
 
 __all__ = ["add_results_consumer", "ensure_streams", "pull_results", "results_consumer"]
 

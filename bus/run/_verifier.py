@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING
 
 from gymbus.schemas import CALL_RETRY, DEADLINE, DEFAULT_TIMEOUTS, SESSION, GymError, Timeouts
 
-from ..wire import subjects
-from ..wire import request
-from ..wire import retrying
+from ..wire import request, retrying, subjects
 
 if TYPE_CHECKING:
     from ..connection import Bus

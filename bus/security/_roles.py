@@ -43,8 +43,14 @@ from typing import Any
 from gymbus.functions import AGENTS
 from gymbus.schemas import DEFAULT_TIMEOUTS
 
-from ..wire import subjects
-from ..wire import ADAPTER_SERVERS_BUCKET, ADAPTERS_BUCKET, POLICIES_BUCKET, RUNS_BUCKET, SESSIONS_BUCKET
+from ..wire import (
+    ADAPTER_SERVERS_BUCKET,
+    ADAPTERS_BUCKET,
+    POLICIES_BUCKET,
+    RUNS_BUCKET,
+    SESSIONS_BUCKET,
+    subjects,
+)
 
 __all__ = [
     "Role",

@@ -3,17 +3,6 @@ timeout and error reply, retries, and claim checks for bodies over the max paylo
 """
 
 from . import _subjects as subjects
-from ._subjects import (
-    ADAPTERS_BUCKET,
-    ADAPTER_SERVERS_BUCKET,
-    POLICIES_BUCKET,
-    RUNS_BUCKET,
-    SESSIONS_BUCKET,
-    is_name,
-)
-from ._codec import decode, decoder, encode, encode_error_reply, error_from_reply, nested_deeper
-from ._request import WorkerSilent, request
-from ._retry import retrying
 from ._claim_checks import (
     CLAIM,
     check_in,
@@ -23,6 +12,17 @@ from ._claim_checks import (
     ensure_claim_store,
     needs_claim,
     release_claim,
+)
+from ._codec import decode, decoder, encode, encode_error_reply, error_from_reply, nested_deeper
+from ._request import WorkerSilent, request
+from ._retry import retrying
+from ._subjects import (
+    ADAPTER_SERVERS_BUCKET,
+    ADAPTERS_BUCKET,
+    POLICIES_BUCKET,
+    RUNS_BUCKET,
+    SESSIONS_BUCKET,
+    is_name,
 )
 
 __all__ = [

@@ -73,10 +73,9 @@ from gymbus.schemas import (
     PayloadTooLarge,
 )
 
+from ..cluster import replicas_of, retry_while_forming
 from . import _subjects as subjects
-from ..cluster import replicas_of
 from ._retry import retrying
-from ..cluster import retry_while_forming
 
 __all__ = [
     "CLAIM",
@@ -210,7 +209,9 @@ async def _store(
             await js.publish(subjects.claim_chunk(prefix, index), part, msg_ttl=ttl)
         except nats.js.errors.NoStreamResponseError:
             if index or not create:
-                raise PayloadTooLarge(f"{len(data)} bytes could not be stored: the claim store is gone") from None
+                raise PayloadTooLarge(
+                    f"{len(data)} bytes could not be stored: the claim store is gone"
+                ) from None
             await _create(js)  # the first body on this bus
             await _store(js, prefix, data, chunk, count, ttl, create=False)
             return
@@ -274,7 +275,9 @@ async def _read(js: JetStreamContext, subject: str) -> bytes:
                 raise PayloadTooLarge(f"claimed body chunk {subject} is gone (expired or released)") from None
             await asyncio.sleep(0.05 * 2**attempt)
         except (nats.errors.Error, TimeoutError) as exc:  # the bus is away (or refused this role)
-            raise BusUnavailable(f"claimed body chunk {subject} could not be read ({type(exc).__name__})") from None
+            raise BusUnavailable(
+                f"claimed body chunk {subject} could not be read ({type(exc).__name__})"
+            ) from None
     raise AssertionError("unreachable")
 
 

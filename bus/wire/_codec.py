@@ -9,7 +9,16 @@ from typing import Any, TypeVar, cast
 
 import msgspec
 
-from gymbus.schemas import DEFAULT_LIMITS, ERROR, ERROR_CODE, BadRequest, ErrorInfo, GymError, WireError, from_wire
+from gymbus.schemas import (
+    DEFAULT_LIMITS,
+    ERROR,
+    ERROR_CODE,
+    BadRequest,
+    ErrorInfo,
+    GymError,
+    WireError,
+    from_wire,
+)
 
 __all__ = [
     "decode",

@@ -34,15 +34,25 @@ import yaml
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", type=Path, required=True, help="YAML: model, datasets, lora, worker, async_grpo")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--config", type=Path, required=True, help="YAML: model, datasets, lora, worker, async_grpo"
+    )
     parser.add_argument("--model", help="model name or directory (default: the config's)")
     parser.add_argument("--nats-url", default=os.environ.get("NATS_URL"), help="the bus (default $NATS_URL)")
     parser.add_argument("--max-steps", type=int, help="override the config's max_steps")
     parser.add_argument("--output-dir", help="override the config's output_dir")
-    parser.add_argument("--resume", metavar="RUN", help="continue run RUN (printed when a run stops on an error)")
-    parser.add_argument("--resume-from-checkpoint", help="the checkpoint directory to resume the trainer from")
-    parser.add_argument("--no-adapters", action="store_true", help="deliver no adapter: the servers keep the base model")
+    parser.add_argument(
+        "--resume", metavar="RUN", help="continue run RUN (printed when a run stops on an error)"
+    )
+    parser.add_argument(
+        "--resume-from-checkpoint", help="the checkpoint directory to resume the trainer from"
+    )
+    parser.add_argument(
+        "--no-adapters", action="store_true", help="deliver no adapter: the servers keep the base model"
+    )
     args = parser.parse_args(argv)
     config = yaml.safe_load(args.config.read_text())
     model = args.model or config["model"]
@@ -91,7 +101,9 @@ def _worker_settings(config: dict[str, Any]) -> dict[str, Any]:
     settings = dict(config.get("worker", {}))
     unknown = sorted(set(settings) - known)
     if unknown:
-        raise SystemExit(f"unknown worker settings in the config: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        raise SystemExit(
+            f"unknown worker settings in the config: {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+        )
     return settings
 
 

@@ -30,7 +30,16 @@ from typing import Any
 
 import msgspec
 
-from gymbus.schemas import ContentPart, Item, Response, ResponsesCreateParams, Tool, Usage, input_items, item_text
+from gymbus.schemas import (
+    ContentPart,
+    Item,
+    Response,
+    ResponsesCreateParams,
+    Tool,
+    Usage,
+    input_items,
+    item_text,
+)
 
 from .._spec import Model
 from ..agents.multi_turn_agent import SIMULATOR_PREAMBLE, STOP_MARKER

@@ -105,7 +105,9 @@ class VllmAdmin:
         except (msgspec.DecodeError, AttributeError):
             lora = {}
         rank, slots = lora.get("max_lora_rank"), lora.get("max_loras")
-        return ServerLimits(rank if isinstance(rank, int) else None, slots if isinstance(slots, int) else None, length)
+        return ServerLimits(
+            rank if isinstance(rank, int) else None, slots if isinstance(slots, int) else None, length
+        )
 
     async def load(self, name: str, path: str) -> None:
         """Load the adapter in directory `path` (on the server's disk) as `name`."""
@@ -124,7 +126,9 @@ class VllmAdmin:
         """Unload adapter `name`; one the server does not hold is not an error."""
         status, content = await self._call("POST", "/v1/unload_lora_adapter", {"lora_name": name})
         if status not in (200, 404):
-            raise AdapterRefused(f"{self.where} did not unload adapter {name}: HTTP {status}: {_text(content)}")
+            raise AdapterRefused(
+                f"{self.where} did not unload adapter {name}: HTTP {status}: {_text(content)}"
+            )
 
 
 def _text(content: bytes) -> str:

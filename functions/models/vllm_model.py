@@ -233,7 +233,9 @@ class VLLMModel:
             )
         current = self.options.policy_versions(policy)
         if current is None:
-            raise UpstreamFailed(f"policy {policy} has no version on its servers yet (is its trainer running?)")
+            raise UpstreamFailed(
+                f"policy {policy} has no version on its servers yet (is its trainer running?)"
+            )
         return _Adapter(*current)
 
     async def _generate(self, url: str, params: ResponsesCreateParams, adapter: _Adapter | None) -> Response:
@@ -374,7 +376,9 @@ def _status_error(status: int, content: bytes, url: str) -> Exception:
     return BadRequest(message)
 
 
-def _check_tool_calls_parsed(body: dict[str, Any], content: str | None, parsed: list[Any] | None, where: str) -> None:
+def _check_tool_calls_parsed(
+    body: dict[str, Any], content: str | None, parsed: list[Any] | None, where: str
+) -> None:
     """A reply whose text holds a call of an offered tool in the Hermes format, which the
     server did not turn into a tool call, came from a server without the tool-call parser
     this model writes for: the rollout would end after that turn with no tool run, and

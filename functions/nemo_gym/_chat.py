@@ -205,4 +205,3 @@ def chat_completion(response: Response) -> dict[str, Any]:
 def _summary(item: Item) -> str:
     parts = item.summary if isinstance(item.summary, list) else []
     return "\n".join(part.text for part in parts) or (item_text(item) if item.content else "")
-

@@ -33,7 +33,17 @@ import msgspec
 
 from .._spec import Calls
 
-__all__ = ["COOKIE", "FIELD", "METADATA_KEY", "Rollout", "Rollouts", "take_field", "take_path", "tag", "untag"]
+__all__ = [
+    "COOKIE",
+    "FIELD",
+    "METADATA_KEY",
+    "Rollout",
+    "Rollouts",
+    "take_field",
+    "take_path",
+    "tag",
+    "untag",
+]
 
 FIELD = "_gymbus_rollout"
 METADATA_KEY = "gymbus_rollout"

@@ -59,7 +59,9 @@ async def run_check(
             try:
                 # The embedded server's runner may not call seed and tools: its workers may.
                 worker = bus.worker_auth()
-                async with open_bus(bus.url, name="gym-runner check", timeouts=timeouts, auth=worker, role="worker") as calls:
+                async with open_bus(
+                    bus.url, name="gym-runner check", timeouts=timeouts, auth=worker, role="worker"
+                ) as calls:
                     return await check_environment(calls, contract, timeouts, monitor=bus)
             finally:
                 # In a thread: the connection keeps answering the server's pings meanwhile.

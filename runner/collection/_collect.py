@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-
 from gymbus.bus import (
     Bus,
     EmbeddedServer,
@@ -36,8 +35,8 @@ from gymbus.bus import (
 )
 from gymbus.functions import AGENTS, ModelOptions, policy_adapter
 from gymbus.schemas import (
-    DEFAULT_LIMITS,
     AGENT_REF,
+    DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
     INPUT_LINE,
     BusUnavailable,
@@ -64,7 +63,6 @@ __all__ = ["CollectOptions", "CollectResult", "collect"]
 log = logging.getLogger("gymbus.collect")
 
 _T = TypeVar("_T")
-
 
 
 @dataclass(frozen=True)
@@ -142,7 +140,9 @@ async def _collect(
     started = time.monotonic()
     paths = OutputPaths.for_output(options.output)
     metrics = Metrics()
-    asked = Asked.of(options.input_name or str(options.input), options.num_repeats, options.limit, options.agent)
+    asked = Asked.of(
+        options.input_name or str(options.input), options.num_repeats, options.limit, options.agent
+    )
     if options.resume:
         asked = asked.resuming(paths.plan, options.output)
     progressed = await read_progress(paths, metrics) if options.resume else Progressed(set(), Counter())
@@ -251,7 +251,10 @@ async def _start_workers(options: CollectOptions, plan: Plan, bus: Bus) -> list[
             [*needed, *{known[name].environment for name in needed}, "policy"],
         ),
         *(
-            (WorkerProcesses(replace(serve, functions=(model,), served_model=other), url, log, auth=auth), [other])
+            (
+                WorkerProcesses(replace(serve, functions=(model,), served_model=other), url, log, auth=auth),
+                [other],
+            )
             for other in others
         ),
     ]
@@ -335,9 +338,7 @@ async def _lost_for_good_while_stopping(state: _RunState) -> None:
     )
 
 
-async def _publish_all(
-    state: _RunState, materialized: MaterializedInputs, counts: dict[str, int]
-) -> None:
+async def _publish_all(state: _RunState, materialized: MaterializedInputs, counts: dict[str, int]) -> None:
     timeouts = state.options.timeouts
     async for item in state.plan.rollouts():
         if state.stop_publishing.is_set():

@@ -31,7 +31,9 @@ def collect_command(
     input: Annotated[
         Path,
         typer.Option(
-            "--input", "-i", help="Input JSONL: one task per line (NeMo Gym format); `-` reads it from a pipe."
+            "--input",
+            "-i",
+            help="Input JSONL: one task per line (NeMo Gym format); `-` reads it from a pipe.",
         ),
     ],
     output: Annotated[

@@ -73,4 +73,3 @@ def conversation_lines(response: Response) -> list[tuple[str, str]]:
 
 def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
-

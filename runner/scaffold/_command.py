@@ -19,9 +19,9 @@ def new_environment_command(
     name: Annotated[
         str, typer.Argument(help="The environment's name: lowercase letters, digits and underscores.")
     ],
-    into: Annotated[
-        Path, typer.Option("--into", help="The folder to write the package's folder in.")
-    ] = Path("."),
+    into: Annotated[Path, typer.Option("--into", help="The folder to write the package's folder in.")] = Path(
+        "."
+    ),
 ) -> None:
     """Write a new environment package, NAME/, ready to `pip install -e NAME`.
 

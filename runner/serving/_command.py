@@ -20,8 +20,8 @@ from gymbus.functions.nemo_gym import prepare as prepare_nemo_gym
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 
 from .._console import fail, say
-from .._sources import SourceError, absolute, function_names
 from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
+from .._sources import SourceError, absolute, function_names
 from ._adapters import sync_adapters
 from ._serve import serve
 from ._status import gather_status, render_status, status_json

@@ -68,7 +68,9 @@ class TaskBatches:
         """Every task's rollout row (or failure row), in the order of `tasks`."""
         run_id = f"{self.prefix}-{self.batches}"
         self.batches += 1
-        client = await RunClient.open(self.bus, run_id, key=self.key, limits=self.limits, timeouts=self.timeouts)
+        client = await RunClient.open(
+            self.bus, run_id, key=self.key, limits=self.limits, timeouts=self.timeouts
+        )
         self.key = client.key
         batch = _Batch(self, client, tasks)
         try:
@@ -137,4 +139,3 @@ class _Batch:
         await self.client.stop_results()
         await self.reading
         await self.client.close(forget=True)
-

@@ -102,7 +102,9 @@ class AdapterRelay:
 
     async def _server_info(self, request: web.Request) -> web.Response:
         reports = self.publisher.servers()
-        unknown = [report.server for report in reports if report.max_lora_rank is None or report.max_loras is None]
+        unknown = [
+            report.server for report in reports if report.max_lora_rank is None or report.max_loras is None
+        ]
         if unknown:
             log.warning("servers %s do not tell their LoRA limits (start vLLM with VLLM_SERVER_DEV_MODE=1): "
                         "they are checked at the first load", ", ".join(unknown))  # fmt: skip
@@ -119,7 +121,9 @@ class AdapterRelay:
         lengths = [report.max_model_len for report in self.publisher.servers() if report.max_model_len]
         if not lengths:
             return web.json_response({"error": "no live server tells its context length"}, status=503)
-        return web.json_response({"object": "list", "data": [{"id": self.publisher.name, "max_model_len": min(lengths)}]})
+        return web.json_response(
+            {"object": "list", "data": [{"id": self.publisher.name, "max_model_len": min(lengths)}]}
+        )
 
     async def _load(self, request: web.Request) -> web.Response:
         body = await _json(request)

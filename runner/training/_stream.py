@@ -115,7 +115,12 @@ class RolloutStream:
     their samples and metrics to `trainer`."""
 
     def __init__(
-        self, client: RunClient, settings: StreamSettings, index: TaskIndex, sampling: Sampling, trainer: Trainer
+        self,
+        client: RunClient,
+        settings: StreamSettings,
+        index: TaskIndex,
+        sampling: Sampling,
+        trainer: Trainer,
     ) -> None:
         self.client = client
         self.settings = settings
@@ -236,7 +241,12 @@ class RolloutStream:
         members = [read_member(row or b"{}", group.agent, required) for row in group.rows]
         prompt = self.index.prompts[group.position] if group.position is not None else []
         outcome = score_group(
-            members, group.id, prompt, self.trainer.version(), self.settings.max_staleness, self.settings.dynamic_sampling
+            members,
+            group.id,
+            prompt,
+            self.trainer.version(),
+            self.settings.max_staleness,
+            self.settings.dynamic_sampling,
         )
         self._count(members, outcome)
         if outcome.samples:
@@ -301,7 +311,9 @@ class RolloutStream:
             metrics["rollout/staleness_max"] = float(max(outcome.staleness))
         agents = {member.agent for member in members if member.failure is None}
         for agent in agents:
-            rewards = [member.reward for member in members if member.failure is None and member.agent == agent]
+            rewards = [
+                member.reward for member in members if member.failure is None and member.agent == agent
+            ]
             metrics[f"rollout/reward/{agent}"] = sum(rewards) / len(rewards)
         self.trainer.report(metrics)
 

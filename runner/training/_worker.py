@@ -154,7 +154,9 @@ class BusRolloutWorker:
         from ._relay import AdapterRelay  # aiohttp's web server: loaded only by a trainer that runs one
 
         key = policy_key(policy, self.run_id)
-        self.publisher = self.loop.run(PolicyPublisher.open(self.bus, key, self.incarnation, timeouts, limits))
+        self.publisher = self.loop.run(
+            PolicyPublisher.open(self.bus, key, self.incarnation, timeouts, limits)
+        )
         self.relay = AdapterRelay(self.publisher, deliver=deliver_adapters)
         args.vllm_server_base_url = self.loop.run(self.relay.start())
         log.info("rollout worker for run %s: policy %s, TRL's adapter sync goes to %s",
@@ -166,7 +168,9 @@ class BusRolloutWorker:
         """Check that every agent of the dataset can run, then start the rollouts."""
         self.loop.run(self._check_served())
         client = self.loop.run(
-            RunClient.open(self.bus, self.run_id, resume=self.resume, limits=self.limits, timeouts=self.timeouts)
+            RunClient.open(
+                self.bus, self.run_id, resume=self.resume, limits=self.limits, timeouts=self.timeouts
+            )
         )
         self.stream = RolloutStream(client, self.settings, self.index, self.sampling, _Feed(self))
         if self.resume:
@@ -181,7 +185,9 @@ class BusRolloutWorker:
         """Raise why training cannot go on: the worker failed, the last groups' rollouts all
         failed, or no group finished within `stale_after_s` seconds."""
         if self.error is not None:
-            raise RuntimeError(f"the rollout worker stopped: {type(self.error).__name__}: {self.error}") from self.error
+            raise RuntimeError(
+                f"the rollout worker stopped: {type(self.error).__name__}: {self.error}"
+            ) from self.error
         stream = self.stream
         if stream is None:
             return
@@ -221,7 +227,8 @@ class BusRolloutWorker:
             missing = await self.bus.unserved(self.agents, self.timeouts.discovery)
         if missing:
             raise BusUnavailable(
-                "the dataset's rollouts cannot run: " + "; ".join(missing.values())
+                "the dataset's rollouts cannot run: "
+                + "; ".join(missing.values())
                 + " (start them with `gym-runner serve` on this bus)"
             )
 
@@ -243,7 +250,6 @@ class BusRolloutWorker:
         stream = self.stream
         if stream is not None:
             self.loop.loop.call_soon_threadsafe(stream.taken, group_id)
-
 
 
 class _Feed:
@@ -268,6 +274,7 @@ class _Feed:
 
     def buffered(self) -> int:
         return self.worker.rollout_buffer.qsize()
+
 
 def _inflight_groups(args: Any) -> int:
     """TRL's default bound (`max_staleness` steps of samples, at least one), in groups."""

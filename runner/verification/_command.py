@@ -29,7 +29,9 @@ def verify_command(
     input: Annotated[
         Path,
         typer.Option(
-            "--input", "-i", help="Stored rollouts JSONL (GymBus's or NeMo Gym's output); `-` reads it from a pipe."
+            "--input",
+            "-i",
+            help="Stored rollouts JSONL (GymBus's or NeMo Gym's output); `-` reads it from a pipe.",
         ),
     ],
     output: Annotated[
@@ -81,7 +83,10 @@ def verify_command(
     """
     if agent is not None and nats_url_from_env() is None and agent not in AGENTS:
         # The embedded default verifies with the built-in agents' environments only.
-        fail(f"--agent {agent}: not an agent{nearest(agent, AGENTS) or ' with a built-in environment'}", ExitCode.USAGE)
+        fail(
+            f"--agent {agent}: not an agent{nearest(agent, AGENTS) or ' with a built-in environment'}",
+            ExitCode.USAGE,
+        )
     if inputs is not None and not inputs.exists():
         fail(f"--inputs file not found: {inputs}")
     outputs = {path.resolve() for path in VerifyPaths.for_output(output).all()}

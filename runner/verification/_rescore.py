@@ -39,7 +39,6 @@ from gymbus.schemas import (
     RolloutFailed,
     VerifyResult,
     failure_row,
-    merge_row,
     row_fields,
 )
 

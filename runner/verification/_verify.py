@@ -85,7 +85,6 @@ from ._rescore import (
 __all__ = ["VerifyOptions", "VerifyPaths", "VerifyReport", "verify_rollouts"]
 
 
-
 @dataclass(frozen=True)
 class VerifyOptions:
     input: Path
@@ -201,7 +200,9 @@ async def verify_rollouts(
             try:
                 served = await _served(bus, environments, view)
                 log = paths.workers_log if workers is not None else None
-                verification = _Verification(Verifier(bus, options.timeouts), options, known, served, inputs, log)
+                verification = _Verification(
+                    Verifier(bus, options.timeouts), options, known, served, inputs, log
+                )
                 view.start(total, already=0)
                 await _verify_all(verification, report, view, stop or asyncio.Event())
             finally:
@@ -310,7 +311,9 @@ async def _verify_all(
         await writers.flush()
 
 
-async def _verify_row(verification: _Verification, line: bytes, path: str, number: int) -> _Verified | _Failed:
+async def _verify_row(
+    verification: _Verification, line: bytes, path: str, number: int
+) -> _Verified | _Failed:
     """One row's verdict, or why it has none. Raises only if the bus itself is gone."""
     try:
         if verification.inputs is None:
@@ -350,7 +353,9 @@ def _unserved(stored: Stored, path: str, workers_log: Path | None) -> _Failed:
         if workers_log is not None
         else f"start one with `gym-runner serve {stored.environment}`"
     )
-    return _failed(stored.body, stored.line, "no_worker", f"{path}:{stored.line}: {not_served(subject, hint)}")
+    return _failed(
+        stored.body, stored.line, "no_worker", f"{path}:{stored.line}: {not_served(subject, hint)}"
+    )
 
 
 def _failed(line: bytes, number: int, failure_class: str, message: str) -> _Failed:

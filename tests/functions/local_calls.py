@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from itertools import count
 
-from gymbus import bus
-from gymbus import schemas
+from gymbus import bus, schemas
 from gymbus.functions import Environment, MemoryState, ModelFunction, Session
 from gymbus.functions.models.offline import offline_policy
 from gymbus.schemas import ContentPart, Item, Response, ResponsesCreateParams, merge_row

@@ -8,8 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
-from gymbus import bus
-from gymbus import schemas
+from gymbus import bus, schemas
 from gymbus.functions import ENVIRONMENTS, Session
 from gymbus.functions.environments import _web
 from gymbus.functions.environments._web import extract_text, is_public, truncate_long_text

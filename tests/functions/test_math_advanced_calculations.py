@@ -9,8 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from gymbus import bus
-from gymbus import schemas
+from gymbus import bus, schemas
 from gymbus.functions import ENVIRONMENTS, Session
 from gymbus.functions.environments.math_advanced_calculations import CalculationsVerifyRequest, Operands
 from tests.conftest import EXAMPLES

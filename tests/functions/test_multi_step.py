@@ -8,8 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from gymbus import bus
-from gymbus import schemas
+from gymbus import bus, schemas
 from gymbus.functions import ENVIRONMENTS, Session
 from gymbus.functions.environments.example_multi_step import (
     ExtractSynonymValues,
@@ -148,7 +147,9 @@ async def test_a_row_without_valid_expected_values_earns_zero_with_a_reason(row:
     assert result["reward"] == 0.0 and result["error_type"] == "invalid_expected_synonym_values"
     body = {k: v for k, v in ROW.items() if k != "expected_synonym_values"}
     body["response"] = {"id": "r", "created_at": 0, "model": "m", "output": [extract([711, 407])]}
-    missing = await ENV.verify(bus.wire.decode(json.dumps(body).encode(), SynonymVerifyRequest), Session(id="s"))
+    missing = await ENV.verify(
+        bus.wire.decode(json.dumps(body).encode(), SynonymVerifyRequest), Session(id="s")
+    )
     assert missing.reward == 0.0 and missing.error_type == "invalid_expected_synonym_values"
 
 

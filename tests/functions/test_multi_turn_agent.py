@@ -18,9 +18,22 @@ from gymbus.functions.agents.multi_turn_agent import (
     USER_SIMULATOR,
     multi_turn_agent,
 )
-from gymbus.functions.environments.example_multi_turn import GetWeather, MultiTurnVerifyRequest, get_weather, verify
+from gymbus.functions.environments.example_multi_turn import (
+    GetWeather,
+    MultiTurnVerifyRequest,
+    get_weather,
+    verify,
+)
 from gymbus.functions.models.offline import offline_policy
-from gymbus.schemas import ContentPart, IncompleteDetails, Item, Response, ResponsesCreateParams, Usage, item_text
+from gymbus.schemas import (
+    ContentPart,
+    IncompleteDetails,
+    Item,
+    Response,
+    ResponsesCreateParams,
+    Usage,
+    item_text,
+)
 from tests.conftest import EXAMPLES
 
 TOOL = {

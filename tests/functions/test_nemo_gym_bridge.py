@@ -97,10 +97,16 @@ def test_a_configs_own_config_paths_are_merged_under_it_as_nemo_gym_merges_them(
         "      model_server: {type: responses_api_models, name: policy_model}\n"
         "      resources_server: {type: resources_servers, name: nobody}\n      max_steps: 9\n"
     )
-    config = "config_paths:\n  - responses_api_agents/talker/configs/talker.yaml\n" + CONFIG + (
-        "judged_talker:\n  responses_api_agents:\n    talker:\n      resources_server: {name: judged_server}\n"
+    config = (
+        "config_paths:\n  - responses_api_agents/talker/configs/talker.yaml\n"
+        + CONFIG
+        + (
+            "judged_talker:\n  responses_api_agents:\n    talker:\n      resources_server: {name: judged_server}\n"
+        )
     )
-    talker = {agent.name: agent for agent in read_config(server(tmp_path, config=config)).agents}["judged_talker"]
+    talker = {agent.name: agent for agent in read_config(server(tmp_path, config=config)).agents}[
+        "judged_talker"
+    ]
     assert (talker.name, talker.kind, talker.max_steps) == ("judged_talker", "talker", 9)
     assert talker.block["entrypoint"] == "app.py"
     assert talker.block["resources_server"] == {"type": "resources_servers", "name": "judged_server"}
@@ -201,7 +207,9 @@ def test_a_named_python_older_than_the_release_needs_is_refused_saying_what_is_n
                 assert find_python(wanted).path == sys.executable
             else:
                 minor = rf"{wanted[0]}\.{wanted[1]}"
-                with pytest.raises(BadRequest, match=rf"\${PYTHON_VARIABLE}=.* is Python 3\.11.*needs Python {minor}"):
+                with pytest.raises(
+                    BadRequest, match=rf"\${PYTHON_VARIABLE}=.* is Python 3\.11.*needs Python {minor}"
+                ):
                     find_python(wanted)
         finally:
             find_python.cache_clear()

@@ -66,7 +66,9 @@ class RecordingCalls:
 
     async def model(self, params: ResponsesCreateParams, model: str | None = None) -> Response:
         self.sent.append(("model", model))
-        return answer("from the rollout", prompt_token_ids=[1, 2], generation_token_ids=[3], generation_log_probs=[-0.5])
+        return answer(
+            "from the rollout", prompt_token_ids=[1, 2], generation_token_ids=[3], generation_log_probs=[-0.5]
+        )
 
     async def tool(self, name: str, arguments: str) -> str:
         if name == "missing":
@@ -135,9 +137,16 @@ async def test_chat_completions_reach_the_model_as_responses_and_come_back_as_a_
             said = await reply.json()
     finally:
         await shims.stop()
-    (_, params), = models.asked
-    kinds = [(item.kind, item.role if item.kind == "message" else item.call_id) for item in input_items(params)]
-    assert kinds == [("message", "system"), ("message", "user"), ("function_call", "c1"), ("function_call_output", "c1")]
+    ((_, params),) = models.asked
+    kinds = [
+        (item.kind, item.role if item.kind == "message" else item.call_id) for item in input_items(params)
+    ]
+    assert kinds == [
+        ("message", "system"),
+        ("message", "user"),
+        ("function_call", "c1"),
+        ("function_call_output", "c1"),
+    ]
     assert (params.max_output_tokens, params.temperature) == (50, 0.7)
     assert params.tools and params.tools[0].name == "look"
     assert said["object"] == "chat.completion" and said["choices"][0]["finish_reason"] == "stop"
@@ -189,7 +198,9 @@ def test_a_chat_field_that_cannot_be_carried_is_refused_by_name(field: str, valu
         params_from_chat({**BBQ_JUDGE, field: value})
 
 
-async def test_a_tagged_model_call_is_its_rollouts_and_keeps_the_token_ids(http: aiohttp.ClientSession) -> None:
+async def test_a_tagged_model_call_is_its_rollouts_and_keeps_the_token_ids(
+    http: aiohttp.ClientSession,
+) -> None:
     rollouts = Rollouts()
     shims = ModelShims(Served(), rollouts)
     ports = await shims.start(())
@@ -203,7 +214,11 @@ async def test_a_tagged_model_call_is_its_rollouts_and_keeps_the_token_ids(http:
         await shims.stop()
     assert calls.sent == [("model", "policy")]
     last = said["output"][-1]
-    assert (last["prompt_token_ids"], last["generation_token_ids"], last["generation_log_probs"]) == ([1, 2], [3], [-0.5])
+    assert (last["prompt_token_ids"], last["generation_token_ids"], last["generation_log_probs"]) == (
+        [1, 2],
+        [3],
+        [-0.5],
+    )
 
 
 async def test_the_resources_shim_makes_each_call_as_its_rollouts_and_refuses_one_of_no_rollout(
@@ -214,7 +229,9 @@ async def test_the_resources_shim_makes_each_call_as_its_rollouts_and_refuses_on
     base = f"http://127.0.0.1:{await shim.start()}"
     calls = RecordingCalls()
     token, rollout = rollouts.start(calls)
-    row = json.loads(tag(json.dumps({"responses_create_params": {"input": "go"}, "level": 2}).encode(), token))
+    row = json.loads(
+        tag(json.dumps({"responses_create_params": {"input": "go"}, "level": 2}).encode(), token)
+    )
     try:
         async with http.post(f"{base}/reset", json=row) as reply:
             assert reply.status == 200 and await reply.json() == {"observation": "first", "info": {}}
@@ -229,7 +246,9 @@ async def test_the_resources_shim_makes_each_call_as_its_rollouts_and_refuses_on
         assert verdict["reward"] == 1.0 and verdict["level"] == 2 and "response" in verdict
         assert "_gymbus_rollout" not in verdict
         async with http.post(f"{base}/missing", json={}, cookies={"gymbus_rollout": cookie}) as reply:
-            assert reply.status == 404 and await reply.json() == {"detail": "Not Found"}  # a NeMo Gym server's
+            assert reply.status == 404 and await reply.json() == {
+                "detail": "Not Found"
+            }  # a NeMo Gym server's
         async with http.post(f"{base}/step", json={"action": 1}) as reply:
             assert reply.status == 400 and "outside any rollout" in (await reply.json())["error"]["message"]
     finally:
@@ -270,12 +289,19 @@ async def test_a_call_that_says_its_rollout_only_in_nemo_gyms_path_prefix_is_tha
     finally:
         await shim.stop()
         await models.stop()
-    assert calls.sent == [("seed", {"task_idx": 3}), ("step", {"env_id": "e"}), ("model", "policy"), ("verify", verify)]
+    assert calls.sent == [
+        ("seed", {"task_idx": 3}),
+        ("step", {"env_id": "e"}),
+        ("model", "policy"),
+        ("verify", verify),
+    ]
     assert rollout.lost is None
 
 
 def test_the_rollout_tag_travels_in_the_row_and_its_parameters_and_leaves_no_trace() -> None:
-    row = json.dumps({"responses_create_params": {"input": "q", "metadata": {"extra_body": "{}"}}, "x": 1}).encode()
+    row = json.dumps(
+        {"responses_create_params": {"input": "q", "metadata": {"extra_body": "{}"}}, "x": 1}
+    ).encode()
     tagged = json.loads(tag(row, "t1"))
     assert tagged["_gymbus_rollout"] == tagged["_ng_rollout_id"] == "t1"
     assert tagged["responses_create_params"]["metadata"] == {"extra_body": "{}", "gymbus_rollout": "t1"}
@@ -288,7 +314,10 @@ def test_the_rollout_tag_travels_in_the_row_and_its_parameters_and_leaves_no_tra
     assert row_out == {"responses_create_params": {"input": "q", "metadata": {"extra_body": "{}"}}, "x": 1,
                        "reward": 1.0}  # fmt: skip
     bare = json.dumps({"responses_create_params": {"input": "q"}}).encode()
-    reply = {"responses_create_params": {**json.loads(tag(bare, "t2"))["responses_create_params"]}, "reward": 0.0}
+    reply = {
+        "responses_create_params": {**json.loads(tag(bare, "t2"))["responses_create_params"]},
+        "reward": 0.0,
+    }
     assert "metadata" not in json.loads(untag(json.dumps(reply).encode(), bare))["responses_create_params"]
     # A row's own NeMo Gym rollout id is the row's again.
     own = json.dumps({"responses_create_params": {"input": "q"}, "_ng_rollout_id": "7-0"}).encode()

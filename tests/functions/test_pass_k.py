@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from gymbus.functions.environments._pass_k import Scored, answer_digest, highest_k, pass_majority, per_task_summary
+from gymbus.functions.environments._pass_k import (
+    Scored,
+    answer_digest,
+    highest_k,
+    pass_majority,
+    per_task_summary,
+)
 
 
 def rollout(accuracy: float, answer: str | None) -> Scored:

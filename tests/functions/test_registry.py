@@ -74,7 +74,9 @@ def test_a_name_two_sources_define_is_an_error_naming_both(registry: Registry) -
     registry.add([_env("tally")], "file a.py")
     with pytest.raises(FunctionClash, match="'tally' is defined twice: by file a.py and by file b.py"):
         registry.add([_env("tally")], "file b.py")
-    with pytest.raises(FunctionClash, match="'mcqa' is defined twice: by GymBus's built-ins and by file c.py"):
+    with pytest.raises(
+        FunctionClash, match="'mcqa' is defined twice: by GymBus's built-ins and by file c.py"
+    ):
         registry.add([_env("mcqa")], "file c.py")
     with pytest.raises(FunctionClash, match="'mcqa_simple_agent'"):
         registry.add([_env("other", "mcqa_simple_agent")], "file d.py")
@@ -152,7 +154,9 @@ def _distribution(site: Path, name: str, group: str, entries: dict[str, str]) ->
     info = site / f"{name}-0.1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n")
-    (info / "entry_points.txt").write_text(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()))
+    (info / "entry_points.txt").write_text(
+        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items())
+    )
 
 
 def test_entry_points_are_loaded_a_broken_one_named_and_a_clash_refused(
@@ -171,5 +175,7 @@ def test_entry_points_are_loaded_a_broken_one_named_and_a_clash_refused(
     with pytest.raises(KeyError, match="bad = lone_env_missing .* failed to load: ModuleNotFoundError"):
         registry.find("nothing_here")
     _distribution(module_dir, "twin_pkg", group, {"twin": "lone_env_twin"})
-    with pytest.raises(FunctionClash, match="'installed_one' is defined twice: by entry point .* and by entry point"):
+    with pytest.raises(
+        FunctionClash, match="'installed_one' is defined twice: by entry point .* and by entry point"
+    ):
         Registry(group=group).find("mcqa")

@@ -8,8 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from gymbus import bus
-from gymbus import schemas
+from gymbus import bus, schemas
 from gymbus.functions import ENVIRONMENTS, MemoryState, ModelFunction, Session
 from gymbus.functions.agents.simple_agent import simple_agent
 from gymbus.functions.environments.example_session_state_mgmt import (
@@ -124,7 +123,9 @@ def test_a_row_without_an_integer_initial_count_cannot_be_seeded() -> None:
     with pytest.raises(schemas.BadRequest, match="initial_count"):
         bus.wire.decode(b'{"responses_create_params": {"input": "hi"}}', ENV.seed_request, "seed request")
     with pytest.raises(schemas.BadRequest, match="initial_count"):
-        bus.wire.decode(b'{"responses_create_params": {"input": "hi"}, "initial_count": "3"}', ENV.seed_request)
+        bus.wire.decode(
+            b'{"responses_create_params": {"input": "hi"}, "initial_count": "3"}', ENV.seed_request
+        )
 
 
 async def test_reward_is_whether_the_counter_equals_the_expected_count() -> None:

@@ -113,7 +113,9 @@ def test_audio_in_metadata_goes_before_the_last_user_messages_text(tmp_path: Pat
     first, second = tmp_path / "a.flac", tmp_path / "b.WAV"
     first.write_bytes(b"fLaC")
     second.write_bytes(b"RIFF")
-    files = with_audio(chat_request(params(system), "m"), {"audio_paths": json.dumps([str(first), str(second)])})
+    files = with_audio(
+        chat_request(params(system), "m"), {"audio_paths": json.dumps([str(first), str(second)])}
+    )
     assert files["messages"][-1] == {"role": "user", "content": [
         {"type": "audio_url", "audio_url": {"url": "data:audio/flac;base64,ZkxhQw=="}},
         {"type": "audio_url", "audio_url": {"url": "data:audio/wav;base64,UklGRg=="}},

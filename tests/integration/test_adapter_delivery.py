@@ -47,7 +47,9 @@ class Setup:
     A syncer owns its server's adapters of its policy's name (it unloads those its bus does
     not know), so two setups alive at once on one server take different names."""
 
-    def __init__(self, server: VllmServer, directory: Path, others: tuple[str, ...] = (), name: str = "policy") -> None:
+    def __init__(
+        self, server: VllmServer, directory: Path, others: tuple[str, ...] = (), name: str = "policy"
+    ) -> None:
         self.server = server
         self.name = name
         self.policy = policy_key(name, "delivery")
@@ -55,7 +57,13 @@ class Setup:
         self.url = self.nats.start()
         urls = [server.url, *others]
         self.syncers = [
-            Syncer(self.url, url, directory / f"syncer-adapters-{number}", directory / f"syncer-{number}.log", name)
+            Syncer(
+                self.url,
+                url,
+                directory / f"syncer-adapters-{number}",
+                directory / f"syncer-{number}.log",
+                name,
+            )
             for number, url in enumerate(urls)
         ]
         self.syncer = self.syncers[0]
@@ -91,7 +99,9 @@ class Setup:
 
         async def once() -> Response:
             params = ResponsesCreateParams(
-                input="what is the weather in paris", max_output_tokens=8, metadata={POLICY_KEY: self.policy},
+                input="what is the weather in paris",
+                max_output_tokens=8,
+                metadata={POLICY_KEY: self.policy},
                 prompt_cache_key=rollout,
             )
             nc = await bus.connect(self.url, name="test")
@@ -194,7 +204,10 @@ def test_an_adapter_no_server_can_load_stops_the_sync_naming_the_server(setup: S
         client.load_lora_adapter("trl-policy-v7", str(too_big))
     message = str(refused.value)
     print(message)
-    assert f"no inference server of policy policy loaded adapter {adapter_name(POLICY, INCARNATION, 7)}" in message
+    assert (
+        f"no inference server of policy policy loaded adapter {adapter_name(POLICY, INCARNATION, 7)}"
+        in message
+    )
     assert setup.server.root in message
     assert setup.publisher.record.current == before  # model calls keep naming the version before
     assert setup.call().output[-1].policy_version == before  # and the server still serves them
@@ -227,7 +240,9 @@ def test_a_server_that_cannot_load_a_version_is_named_and_skipped_never_serving_
           f"time(s) and sent each on; versions of the calls: {versions}")  # fmt: skip
     assert outcome.loaded == [lora_vllm_server.root] and "injected" in outcome.missing[stub_root]
     assert versions == [1] * 12
-    assert refused and set(refused) == {adapter_name(made.policy, INCARNATION, 1)}  # it was asked, and said 404
+    assert refused and set(refused) == {
+        adapter_name(made.policy, INCARNATION, 1)
+    }  # it was asked, and said 404
 
 
 def test_on_a_locked_bus_each_role_may_do_its_part_of_the_delivery(
@@ -280,7 +295,9 @@ def test_on_a_locked_bus_each_role_may_do_its_part_of_the_delivery(
 async def _publish_and_call(url: str, layout: Any, policy: str, directory: Path) -> tuple[list[str], Any]:
     from gymbus.bus import BusAuth
 
-    trainer = await bus.connect(url, name="trainer", auth=BusAuth(nkey=layout.credentials["runner"]), role="runner")
+    trainer = await bus.connect(
+        url, name="trainer", auth=BusAuth(nkey=layout.credentials["runner"]), role="runner"
+    )
     caller = await bus.connect(
         url, name="environment", auth=BusAuth(nkey=layout.credentials["env-instruction_following"]),
         role="env-instruction_following",
@@ -291,11 +308,16 @@ async def _publish_and_call(url: str, layout: Any, policy: str, directory: Path)
         while not publisher.servers() and time.monotonic() < wait:
             await asyncio.sleep(0.2)
         adapter = make_adapter(directory / "v1", seed=31)
-        files = {name: (adapter / name).read_bytes() for name in ("adapter_config.json", "adapter_model.safetensors")}
+        files = {
+            name: (adapter / name).read_bytes()
+            for name in ("adapter_config.json", "adapter_model.safetensors")
+        }
         published = await publish_once(publisher, files)
         params = ResponsesCreateParams(input="hello", max_output_tokens=4, metadata={POLICY_KEY: policy})
         for _ in range(50):  # the model worker hears of the version within milliseconds
-            reply = await bus.request(caller, "gym.model.policy.responses", msgspec.json.encode(params), timeout=60)
+            reply = await bus.request(
+                caller, "gym.model.policy.responses", msgspec.json.encode(params), timeout=60
+            )
             version = msgspec.json.decode(reply, type=Response).output[-1].policy_version
             if version == 1:
                 break

@@ -338,10 +338,15 @@ def test_the_async_example_trains_a_few_steps_on_the_seeds_blend(one_server: Bus
     from tests.conftest import WEATHER, WEATHER_AGENT
 
     repo = Path(__file__).resolve().parents[2]
-    one_server.fleet.start(ServeOptions(functions=(WEATHER, "example_multi_turn")), [WEATHER, "example_multi_turn"])
-    one_server.fleet.start(ServeOptions(functions=("offline",), served_model="user_simulator"), ["user_simulator"])
     one_server.fleet.start(
-        ServeOptions(functions=(WEATHER_AGENT, "example_multi_turn_agent")), [WEATHER_AGENT, "example_multi_turn_agent"]
+        ServeOptions(functions=(WEATHER, "example_multi_turn")), [WEATHER, "example_multi_turn"]
+    )
+    one_server.fleet.start(
+        ServeOptions(functions=("offline",), served_model="user_simulator"), ["user_simulator"]
+    )
+    one_server.fleet.start(
+        ServeOptions(functions=(WEATHER_AGENT, "example_multi_turn_agent")),
+        [WEATHER_AGENT, "example_multi_turn_agent"],
     )
     command = [
         sys.executable, str(repo / "examples" / "trl" / "train_async.py"), "--config",
@@ -350,7 +355,9 @@ def test_the_async_example_trains_a_few_steps_on_the_seeds_blend(one_server: Bus
     ]  # fmt: skip
     site = f"{repo / 'tests' / 'cpu_site'}{os.pathsep}{repo}"
     env = {**os.environ, "NATS_URL": one_server.url, "PYTHONPATH": site, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        command, cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
     print(done.stdout[-1500:])
     assert done.returncode == 0, done.stderr[-4000:]
     assert "trained 3 step(s) of run trl-async-" in done.stdout

@@ -39,7 +39,9 @@ SERVED_AGAIN = 16
 def two_servers(
     lora_vllm_server: VllmServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Bus, VllmServer]]:
-    second = VllmServer(require_vllm(), tiny_model_dir(), extra_args=LORA_ARGS, extra_env=LORA_ENV, own_session=False)
+    second = VllmServer(
+        require_vllm(), tiny_model_dir(), extra_args=LORA_ARGS, extra_env=LORA_ENV, own_session=False
+    )
     second.start()
     try:
         made = start_bus(tmp_path_factory.mktemp("two"), [lora_vllm_server, second])
@@ -94,7 +96,9 @@ def test_two_servers_serve_every_version_and_a_restarted_one_catches_up(
     )
     assert restarted.is_set() and generations(second) >= SERVED_AGAIN
     assert len(both) + len(alone) == len(outcomes)  # the first server loaded every version
-    assert outcomes[0].version in both and outcomes[-1].version in both  # before the kill, and after catching up
+    assert (
+        outcomes[0].version in both and outcomes[-1].version in both
+    )  # before the kill, and after catching up
     assert alone == list(range(alone[0], alone[-1] + 1))  # one stretch: the second server's downtime
     assert run.total("rollout/failed_total") == 0  # calls the dead server dropped went to the other
     assert mean(rewards[-5:]) - mean(rewards[:5]) >= 0.3

@@ -29,7 +29,7 @@ from gymbus.functions import Environment, MemoryState, Session, tool
 from gymbus.functions.models.offline import offline_policy
 from gymbus.schemas import SESSION, Response, ResponsesCreateParams, VerifyRequest, VerifyResult
 
-from .busy_functions import BUSY, BURN
+from .busy_functions import BURN, BUSY
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLLOUTS = 32
@@ -79,9 +79,7 @@ async def test_a_cpu_bound_environments_calls_run_off_the_loop_with_their_sessio
 @pytest.fixture
 def cores_taken() -> Iterator[None]:
     """A process spinning on every core, for the whole test."""
-    hogs = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)
-    ]
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
     try:
         yield
     finally:

@@ -146,7 +146,9 @@ async def test_an_environment_served_by_another_language_is_checked_against_its_
 
 
 async def test_an_environment_nobody_serves_fails_at_its_ping(nc: Client) -> None:
-    items = await check_environment(bus.Bus.over(nc), EnvironmentContract.from_row("nobody_serves_this", None), TIMEOUTS)
+    items = await check_environment(
+        bus.Bus.over(nc), EnvironmentContract.from_row("nobody_serves_this", None), TIMEOUTS
+    )
     assert not _by_name(items)["service"].ok and not _by_name(items)["seed"].ok
 
 
@@ -175,4 +177,7 @@ def test_the_command_passes_a_good_environment(tmp_path: Path, no_nats_url: None
 def test_the_command_exits_1_and_names_a_missing_environment(no_nats_url: None) -> None:
     done = subprocess.run([sys.executable, "-m", "gymbus.runner", "check", "no_such_env"], capture_output=True,
                           text=True, timeout=60, check=False)  # fmt: skip
-    assert done.returncode == 1 and "'no_such_env' is neither a built-in nor an installed environment" in done.stderr
+    assert (
+        done.returncode == 1
+        and "'no_such_env' is neither a built-in nor an installed environment" in done.stderr
+    )

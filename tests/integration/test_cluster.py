@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gymbus import schemas
 from bench import faults
 from bench._cluster import WEATHER, WEATHER_AGENT, NatsServers, count_lines, tally, wait_until
+from gymbus import schemas
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -65,7 +65,9 @@ def test_workers_started_with_the_cluster_set_up_once_it_has_settled(tmp_path: P
             js = nc.jetstream()
             await bus.hosting.KvSessions.open(js, WEATHER)
             await bus.run.ensure_streams(js)
-            await bus.run.add_results_consumer(js, "settling", schemas.DEFAULT_LIMITS, schemas.DEFAULT_TIMEOUTS)
+            await bus.run.add_results_consumer(
+                js, "settling", schemas.DEFAULT_LIMITS, schemas.DEFAULT_TIMEOUTS
+            )
         finally:
             await nc.close()
 

@@ -18,7 +18,15 @@ from gymbus.bus import ServeOptions, environment_service, model_service, serve_f
 from gymbus.bus.hosting import run_rollout
 from gymbus.functions import AGENTS, ENVIRONMENTS, MemoryState
 from gymbus.functions.environments._sandbox import describe
-from gymbus.schemas import DEADLINE, SESSION, ContentPart, DeadlineExceeded, Item, Response, ResponsesCreateParams
+from gymbus.schemas import (
+    DEADLINE,
+    SESSION,
+    ContentPart,
+    DeadlineExceeded,
+    Item,
+    Response,
+    ResponsesCreateParams,
+)
 from tests.conftest import EXAMPLES
 from tests.functions.test_code_sandbox import needs_sandbox, processes_with
 from tests.integration.test_collect import read_jsonl, run_cli

@@ -177,7 +177,10 @@ async def test_an_agent_nobody_serves_on_a_shared_bus_is_refused_with_how_to_ser
     nats_url: str, tmp_path: Path
 ) -> None:
     options = CollectOptions(
-        input=EXAMPLES / f"{WEATHER}.jsonl", output=tmp_path / "o.jsonl", agent=WEATHER_AGENT, nats_url=nats_url
+        input=EXAMPLES / f"{WEATHER}.jsonl",
+        output=tmp_path / "o.jsonl",
+        agent=WEATHER_AGENT,
+        nats_url=nats_url,
     )
     with pytest.raises(UnknownAgent) as refused:
         await collect(options, ProgressView(), asyncio.Event())
@@ -246,7 +249,9 @@ def test_resume_with_another_plan_is_refused_naming_the_difference(tmp_path: Pat
         "rollouts are numbered by that plan"
     ) in changed.stderr
     assert "started embedded nats-server" not in changed.stderr and out.read_text() == written
-    same = run_cli("collect", "-i", source, "-o", str(out), "--agent", WEATHER_AGENT, "--num-repeats", "2", "--resume")
+    same = run_cli(
+        "collect", "-i", source, "-o", str(out), "--agent", WEATHER_AGENT, "--num-repeats", "2", "--resume"
+    )
     assert same.returncode == 0, same.stderr
     assert "10 done by an earlier run" in same.stderr and out.read_text() == written
 
@@ -356,7 +361,9 @@ def test_collect_help_has_an_example() -> None:
 
 def test_the_readmes_first_command_writes_the_files_its_table_lists(tmp_path: Path) -> None:
     readme = (EXAMPLES.parent / "README.md").read_text()
-    table = re.findall(r"^\| `results/(weather\S*)` \| (.*) \|$", readme.split("## The first collection")[1], re.M)
+    table = re.findall(
+        r"^\| `results/(weather\S*)` \| (.*) \|$", readme.split("## The first collection")[1], re.M
+    )
     assert len(table) >= 5
     results = tmp_path / "results"
     done = run_cli("collect", "--input", str(EXAMPLES / f"{WEATHER}.jsonl"), "--output", str(results / "weather.jsonl"),
@@ -377,7 +384,9 @@ def test_piped_help_keeps_every_option_name_whole() -> None:
 
 def test_logs_off_a_terminal_are_whole_lines_never_wrapped_or_padded(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
-    done = run_cli("collect", "-i", str(EXAMPLES / f"{WEATHER}.jsonl"), "-o", str(out), "--agent", WEATHER_AGENT)
+    done = run_cli(
+        "collect", "-i", str(EXAMPLES / f"{WEATHER}.jsonl"), "-o", str(out), "--agent", WEATHER_AGENT
+    )
     assert done.returncode == 0, done.stderr
     workers_log = (tmp_path / "out_workers.log").read_text()
     subject = f"gym.agent.{WEATHER_AGENT}.run"
@@ -410,7 +419,9 @@ def test_modules_in_the_working_directory_shadow_nothing_of_ours(tmp_path: Path)
     work = tmp_path / "project"
     work.mkdir()
     for name in ("runner", "schemas", "bus", "functions", "gymbus", "nats", "msgspec"):
-        (work / f"{name}.py").write_text(f"raise SystemExit('shadowed by the working directory: {name}.py')\n")
+        (work / f"{name}.py").write_text(
+            f"raise SystemExit('shadowed by the working directory: {name}.py')\n"
+        )
     clean = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "POLICY_BASE_URL", "PYTHONPATH")}
     gym_runner = Path(sys.executable).with_name("gym-runner")
     done = subprocess.run(

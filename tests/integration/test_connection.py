@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from gymbus import bus
-from gymbus import schemas
+from gymbus import bus, schemas
 from gymbus.bus.connection import find_server_binary
 from tests.fake_openai import free_port
 from tests.integration.test_collect import run_cli

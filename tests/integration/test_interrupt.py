@@ -36,7 +36,16 @@ class Job:
         self.out = tmp_path / "out.jsonl"
         self.log = tmp_path / "job.log"
         env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "POLICY_BASE_URL")}
-        command = [sys.executable, "-m", "gymbus.runner", "collect", "-i", str(self.source), "-o", str(self.out)]
+        command = [
+            sys.executable,
+            "-m",
+            "gymbus.runner",
+            "collect",
+            "-i",
+            str(self.source),
+            "-o",
+            str(self.out),
+        ]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
                 [*prefix, *command, *args, "--concurrency", "16", *extra],

@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import EXAMPLES, require_vllm
 from tests.fake_openai import free_port
 from tests.tiny_model import tiny_model_dir

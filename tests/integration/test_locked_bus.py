@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import trustme
 
-from gymbus import bus
 from bench import faults
 from bench._cluster import WEATHER, WEATHER_AGENT, NatsServers, count_lines, tally, wait_until
+from gymbus import bus
 from gymbus.runner.security._secure import SecureLayout, secure_init
 from gymbus.schemas import NotAuthorized
 
@@ -94,7 +94,9 @@ async def test_a_producer_cannot_read_results(secured: tuple[NatsServers, Secure
             await nc.jetstream(timeout=1).add_consumer("GYM_RESULTS", durable_name="peek")
         await nc.publish("gym.tasks.example_single_tool_call_simple_agent", b"{}")  # what it may do
         await nc.flush()
-        await bus.connection.check_permitted(nc, ["gym.tasks.example_single_tool_call_simple_agent"], "producer")
+        await bus.connection.check_permitted(
+            nc, ["gym.tasks.example_single_tool_call_simple_agent"], "producer"
+        )
     finally:
         await nc.close()
 

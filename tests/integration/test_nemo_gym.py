@@ -25,8 +25,8 @@ import psutil
 import pytest
 from rich.console import Console
 
-from gymbus import bus
 from bench._cluster import Cluster
+from gymbus import bus
 from gymbus.functions.nemo_gym import SessionRecord, locate, prepare
 from gymbus.runner import ProgressView, VerifyOptions, verify_rollouts
 from gymbus.runner.collection._collect import CollectOptions, collect
@@ -326,11 +326,16 @@ async def test_a_servers_judge_calls_reach_the_model_served_on_the_bus(
 async def test_a_verify_whose_judge_nobody_serves_fails_at_once_naming_it(
     servers: dict[str, Path], cluster: Cluster, tmp_path: Path
 ) -> None:
-    settings = {"should_use_judge": True, "judge_model_server": {"type": "responses_api_models", "name": "judge_model"}}
+    settings = {
+        "should_use_judge": True,
+        "judge_model_server": {"type": "responses_api_models", "name": "judge_model"},
+    }
     start_worker(cluster, f"nemo-gym:{JUDGED}", log="judged.log", GYMBUS_MATH_WITH_JUDGE=json.dumps(settings))
     data = servers[JUDGED] / "data"
     # The first stored rollout is wrong for math-verify, so the server asks its judge.
-    (tmp_path / "first.jsonl").write_text(data.joinpath("example_rollouts.jsonl").read_text().splitlines()[0] + "\n")
+    (tmp_path / "first.jsonl").write_text(
+        data.joinpath("example_rollouts.jsonl").read_text().splitlines()[0] + "\n"
+    )
 
     def options(name: str) -> VerifyOptions:
         return VerifyOptions(input=tmp_path / "first.jsonl", inputs=data / "example.jsonl", agent=SERVERS[JUDGED],
@@ -363,7 +368,9 @@ async def test_a_server_that_judges_with_chat_completions_at_the_policy_url_gets
     try:
         start_worker(cluster, f"nemo-gym:{CHAT_JUDGED}", log="chat.log")
         data = servers[CHAT_JUDGED] / "data"
-        (tmp_path / "first.jsonl").write_text(data.joinpath("example_rollouts.jsonl").read_text().splitlines()[0] + "\n")
+        (tmp_path / "first.jsonl").write_text(
+            data.joinpath("example_rollouts.jsonl").read_text().splitlines()[0] + "\n"
+        )
         options = VerifyOptions(
             input=tmp_path / "first.jsonl", inputs=data / "example.jsonl", agent=SERVERS[CHAT_JUDGED],
             output=tmp_path / "judged.jsonl", nats_url=cluster.url,

@@ -26,7 +26,15 @@ from gymbus.functions.models.offline import offline_policy
 from gymbus.functions.nemo_gym import VERSION_VARIABLE
 from gymbus.runner import CollectOptions, VerifyOptions, collect, stitch, verify_rollouts
 from gymbus.schemas import Item, Response, ResponsesCreateParams
-from tests.integration.test_nemo_gym import ALSO_ON, ROLES, SERVERS, built, launched_servers, quiet, start_worker
+from tests.integration.test_nemo_gym import (
+    ALSO_ON,
+    ROLES,
+    SERVERS,
+    built,
+    launched_servers,
+    quiet,
+    start_worker,
+)
 from tests.vllm_server import MODEL_NAME, VllmServer
 
 pytestmark = pytest.mark.timeout(900)
@@ -85,7 +93,9 @@ async def test_agent_driven_servers_collect_their_example_rows_and_reverify_nemo
         data = servers[server] / "data"
         # Their own example rows, collected end to end with the offline policy.
         output = tmp_path / f"{server}.jsonl"
-        options = CollectOptions(input=data / "example.jsonl", output=output, agent=agent, nats_url=cluster.url)
+        options = CollectOptions(
+            input=data / "example.jsonl", output=output, agent=agent, nats_url=cluster.url
+        )
         result = await collect(options, quiet(), asyncio.Event())
         assert (result.planned, result.written, result.failed) == (5, 5, 0), server
         rows = rows_of(output)
@@ -155,7 +165,9 @@ async def test_the_previous_release_still_runs_its_servers_and_agents(
     for server, agent in ON_OLD_RELEASE.items():
         data = directories[server] / "data"
         output = tmp_path / f"{server}.jsonl"
-        options = CollectOptions(input=data / "example.jsonl", output=output, agent=agent, nats_url=cluster.url)
+        options = CollectOptions(
+            input=data / "example.jsonl", output=output, agent=agent, nats_url=cluster.url
+        )
         result = await collect(options, quiet(), asyncio.Event())
         assert (result.planned, result.written, result.failed) == (5, 5, 0), server
         stored = await verified(
@@ -185,7 +197,9 @@ async def test_a_hosted_agents_rollouts_on_vllm_carry_contiguous_token_ids(
     start_worker(cluster, "vllm", "--model-url", vllm_server.url, "--model", MODEL_NAME, log="vllm.log")
     rows_in = steered_rows(servers[GYMNASIUM] / "data" / "example.jsonl", tmp_path / "steered.jsonl")
     output = tmp_path / "vllm.jsonl"
-    options = CollectOptions(input=rows_in, output=output, agent=AGENT_DRIVEN[GYMNASIUM], nats_url=cluster.url)
+    options = CollectOptions(
+        input=rows_in, output=output, agent=AGENT_DRIVEN[GYMNASIUM], nats_url=cluster.url
+    )
     result = await collect(options, quiet(), asyncio.Event())
     assert (result.planned, result.written, result.failed) == (5, 5, 0)
     for row in rows_of(output):
@@ -237,7 +251,9 @@ def keys_of(output: Path) -> list[tuple[int, int]]:
 async def test_killing_a_hosted_agents_worker_mid_collection_loses_no_rollout(
     servers: dict[str, Path], cluster: Cluster, slow_model: None, tmp_path: Path
 ) -> None:
-    workers = [start_worker(cluster, f"nemo-gym:{GYMNASIUM}", log=f"w{n}.log", concurrency=4) for n in range(2)]
+    workers = [
+        start_worker(cluster, f"nemo-gym:{GYMNASIUM}", log=f"w{n}.log", concurrency=4) for n in range(2)
+    ]
     planned = 5 * REPEATS
     output = tmp_path / "episodes.jsonl"
     options = CollectOptions(
@@ -256,9 +272,13 @@ async def test_killing_a_hosted_agents_worker_mid_collection_loses_no_rollout(
     result = await asyncio.wait_for(collection, 300)
 
     assert written_at_kill <= planned // 2  # the kill landed while most rollouts were left
-    assert len(its_processes) == 2 and psutil.wait_procs(its_processes, timeout=10)[1] == []  # server and agent died with it
+    assert (
+        len(its_processes) == 2 and psutil.wait_procs(its_processes, timeout=10)[1] == []
+    )  # server and agent died with it
     assert (result.planned, result.written, result.failed) == (planned, planned, 0)
-    assert keys_of(output) == [(task, k) for task in range(5) for k in range(REPEATS)]  # none lost, none twice
+    assert keys_of(output) == [
+        (task, k) for task in range(5) for k in range(REPEATS)
+    ]  # none lost, none twice
     ran = [row["_gymbus"] for row in rows_of(output)]
     logs = "\n".join((cluster.workdir / f"w{n}.log").read_text(errors="replace")[-3000:] for n in range(2))
     # The killed worker's rollouts ran again elsewhere.

@@ -26,7 +26,9 @@ from gymbus.schemas import GymError
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "nemo_gym_census.py"
 LIST = Path(__file__).with_name("nemo_gym_servers.txt")
-BUILT = {line.split()[0] for line in LIST.read_text().splitlines() if line.strip() and not line.startswith("#")}
+BUILT = {
+    line.split()[0] for line in LIST.read_text().splitlines() if line.strip() and not line.startswith("#")
+}
 """The servers scripts/install-nemo-gym.sh builds (CI among them)."""
 EXPECTED = {
     # Both sides run them alike; where both fail, for the same reason.
@@ -137,7 +139,6 @@ def test_a_process_that_exits_without_an_exception_is_told_by_its_logs_last_line
 def test_a_failed_ng_run_is_read_from_the_servers_own_exception_not_ng_runs_wrapper() -> None:
     census_module()
     from census_nemo_gym import _server_failure
-
     from nemo_gym_census import classify
 
     log = "\n".join([
@@ -152,7 +153,10 @@ def test_a_failed_ng_run_is_read_from_the_servers_own_exception_not_ng_runs_wrap
         "Traceback (most recent call last):",
         "RuntimeError: Process `google_search` finished unexpectedly!",
     ])  # fmt: skip
-    assert classify(_server_failure(log)) == ("needs a key", "ValidationError: 1 validation error for SearchConfig")
+    assert classify(_server_failure(log)) == (
+        "needs a key",
+        "ValidationError: 1 validation error for SearchConfig",
+    )
     assert classify(log)[1] == "RuntimeError: Process `google_search` finished unexpectedly!"
 
 
@@ -173,10 +177,21 @@ def test_requests_are_compared_field_by_field_but_for_gymbus_s_cache_key(tmp_pat
     census_module()  # puts the script's folder on the path
     from census_both_ways import compare_requests
 
-    judge = {"messages": [{"role": "user", "content": "Grade."}], "seed": 42, "model": "bbq_judge_model",
-             "response_format": {"type": "json_schema", "json_schema": {"name": "v", "schema": {"type": "object"}}}}
-    policy = {"input": [{"role": "user", "content": "hi", "type": "message"}], "model": "policy", "top_p": None,
-              "stream": False}
+    judge = {
+        "messages": [{"role": "user", "content": "Grade."}],
+        "seed": 42,
+        "model": "bbq_judge_model",
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "v", "schema": {"type": "object"}},
+        },
+    }
+    policy = {
+        "input": [{"role": "user", "content": "hi", "type": "message"}],
+        "model": "policy",
+        "top_p": None,
+        "stream": False,
+    }
 
     def log(name: str, *records: tuple[str, str, dict[str, object]]) -> Path:
         lines = [json.dumps({"model": model, "api": api, "request": body}) for model, api, body in records]
@@ -187,28 +202,48 @@ def test_requests_are_compared_field_by_field_but_for_gymbus_s_cache_key(tmp_pat
     # The same requests, spelled GymBus's way: no nulls, the cache key, the judge over Responses
     # (where an empty tool list is no tools, and no `stream` is `stream: false`).
     same = {"input": [{"role": "user", "content": "hi"}], "model": "policy", "prompt_cache_key": "s1"}
-    judged = {"input": [{"role": "user", "content": "Grade."}], "model": "j", "metadata": {"extra_body": '{"seed": 42}'},
-              "tools": [], "text": {"format": {"type": "json_schema", "name": "v", "schema": {"type": "object"}}}}
+    judged = {
+        "input": [{"role": "user", "content": "Grade."}],
+        "model": "j",
+        "metadata": {"extra_body": '{"seed": 42}'},
+        "tools": [],
+        "text": {"format": {"type": "json_schema", "name": "v", "schema": {"type": "object"}}},
+    }
     ours = log("ours.jsonl", ("policy", "responses", same), ("bbq_judge_model", "responses", judged))
     assert compare_requests([ours], [theirs]) == ({"nemo_gym": 2, "gymbus": 2}, [])
     # Without its seed, the judge's request differs, and says where.
-    unseeded = log("unseeded.jsonl", ("policy", "responses", same),
-                   ("bbq_judge_model", "chat", {k: v for k, v in judge.items() if k != "seed"}))
+    unseeded = log(
+        "unseeded.jsonl",
+        ("policy", "responses", same),
+        ("bbq_judge_model", "chat", {k: v for k, v in judge.items() if k != "seed"}),
+    )
     counts, differences = compare_requests([unseeded], [theirs])
     assert counts == {"nemo_gym": 2, "gymbus": 2}
-    assert differences == ['bbq_judge_model: .metadata: {"extra_body": "{\\"seed\\": 42}"} != null (NeMo Gym != GymBus)']
+    assert differences == [
+        'bbq_judge_model: .metadata: {"extra_body": "{\\"seed\\": 42}"} != null (NeMo Gym != GymBus)'
+    ]
 
 
-def test_a_row_one_side_scores_differently_when_tried_again_is_unsettled_not_a_difference(tmp_path: Path) -> None:
+def test_a_row_one_side_scores_differently_when_tried_again_is_unsettled_not_a_difference(
+    tmp_path: Path,
+) -> None:
     census_module()
     from census_both_ways import BothWays, Side, _judge, _settle
 
     result = BothWays(
         "math_with_judge",
-        nemo_gym=Side(outcome="works", rows=1, reverified=4,
-                      rewards={"0": 0.0, "r1": 0.0, "r2": 0.0, "r3": 1.0, "r4": 1.0}),
-        gymbus=Side(outcome="works", rows=1, reverified=4,
-                    rewards={"0": 0.0, "r1": 0.0, "r2": 1.0, "r3": 0.0, "r4": 0.0}),
+        nemo_gym=Side(
+            outcome="works",
+            rows=1,
+            reverified=4,
+            rewards={"0": 0.0, "r1": 0.0, "r2": 0.0, "r3": 1.0, "r4": 1.0},
+        ),
+        gymbus=Side(
+            outcome="works",
+            rows=1,
+            reverified=4,
+            rewards={"0": 0.0, "r1": 0.0, "r2": 1.0, "r3": 0.0, "r4": 0.0},
+        ),
     )
     _judge(result, tmp_path)
     assert [said.partition(":")[0] for said in result.reward_mismatches] == ["row r2", "row r3", "row r4"]

@@ -353,9 +353,7 @@ def test_a_failed_rollout_is_a_4xx_with_its_failure_row_and_an_unknown_tool_a_40
     assert post(server_port(port, WEATHER), "/no_such_tool", b"{}") == (404, {"detail": "Not Found"})
 
 
-def test_a_killed_agent_worker_costs_a_redelivery_not_a_row(
-    client_python: Path, tmp_path: Path
-) -> None:
+def test_a_killed_agent_worker_costs_a_redelivery_not_a_row(client_python: Path, tmp_path: Path) -> None:
     """Rollouts in flight on an agent worker that is killed come back, each once, from
     another; while no worker serves the agent, a new `/run` is a 503."""
     fake = FakeOpenAI(delay=1.0)

@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from gymbus import bus
-from gymbus import schemas
 from bench._cluster import NatsServers, tally
+from gymbus import bus, schemas
 from gymbus.functions.nemo_gym import locate, prepare
 from gymbus.runner.security._secure import SecureLayout, secure_init
 
@@ -129,7 +128,6 @@ async def _forwarded(url: str, monitor: Path) -> int:
     return sum(endpoint.num_requests for one in stats for endpoint in one.endpoints if "@" in endpoint.name)
 
 
-
 def _big_rows(directory: Path, target: Path) -> tuple[Path, set[tuple[int, int]]]:
     """The first `BIG_ROWS` of the Gymnasium server's example rows, each with a 10 MB
     conversation before its question (so every call of its agent to the policy is 10 MB)."""
@@ -150,8 +148,9 @@ def test_a_hosted_nemo_gym_agent_collects_10_mb_rows_on_a_locked_bus(
     url, creds = servers.url(0), layout.credentials
     role = f"nemo-gym-{GYMNASIUM}"
     workers = [
-        _serve([f"nemo-gym:{GYMNASIUM}", "--concurrency", "4"], _env(url, creds[role]),
-               tmp_path / "agent.log"),
+        _serve(
+            [f"nemo-gym:{GYMNASIUM}", "--concurrency", "4"], _env(url, creds[role]), tmp_path / "agent.log"
+        ),
         _serve(["offline"], _env(url, creds["model-policy"]), tmp_path / "model.log"),
     ]
     try:

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from gymbus import bus
-from gymbus import schemas
 from bench._cluster import NatsServers
-from gymbus.runner.security._secure import SecureLayout, secure_init
+from gymbus import bus, schemas
 from gymbus.bus import wait_served
+from gymbus.runner.security._secure import SecureLayout, secure_init
 from tests.conftest import WEATHER, WEATHER_AGENT
 
 pytestmark = pytest.mark.timeout(180)

@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from gymbus import bus
-from gymbus import schemas
 from bench import faults
 from bench._cluster import WEATHER, WEATHER_AGENT, NatsServers, tally, wait_until
+from gymbus import bus, schemas
 from gymbus.runner.security import _operator
 from gymbus.runner.security._secure import SecureLayout, secure_init
 
@@ -149,7 +148,11 @@ async def test_a_role_answers_a_long_call_with_keep_alives_as_its_jwt_allows(
         return b"verified"
 
     try:
-        await host.add(bus.ServiceSpec(WEATHER, "environment", (bus.Endpoint("verify", bus.subjects.env_verify(WEATHER), verify),)))
+        await host.add(
+            bus.ServiceSpec(
+                WEATHER, "environment", (bus.Endpoint("verify", bus.subjects.env_verify(WEATHER), verify),)
+            )
+        )
         assert await bus.request(runner, bus.subjects.env_verify(WEATHER), b"{}", timeout=30) == b"verified"
         await bus.connection.check_permitted(serving, None, f"env-{WEATHER}")
     finally:

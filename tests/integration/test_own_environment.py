@@ -249,13 +249,18 @@ def test_a_second_copy_of_an_installed_package_is_refused_naming_both(package: P
     assert served.returncode == 1
     message = served.stderr.replace("\n", "")
     assert str(package.module) in message and "already imported from" in message
-    assert str(Path(package.installed["PYTHONPATH"].split(os.pathsep)[0]) / "piggy_bank" / "environment.py") in message
+    assert (
+        str(Path(package.installed["PYTHONPATH"].split(os.pathsep)[0]) / "piggy_bank" / "environment.py")
+        in message
+    )
 
 
 @pytest.fixture
 def locked(package: Package, tmp_path: Path) -> Iterator[tuple[NatsServers, SecureLayout]]:
     secrets = tmp_path / "secrets"
-    done = _run(["secure", "init", "--env", ENV, "--model", "policy", "--out", str(secrets)], package.installed)
+    done = _run(
+        ["secure", "init", "--env", ENV, "--model", "policy", "--out", str(secrets)], package.installed
+    )
     assert done.returncode == 0, done.stderr
     credentials = {path.stem: path for path in (secrets / "credentials").glob("*.nk")}
     layout = SecureLayout(config=secrets / "nats.conf", helm_values=None, credentials=credentials)

@@ -74,7 +74,9 @@ def hf() -> Iterator[dict[str, Any]]:
 def logprobs_under(model: Any, prompt: list[int], completion: list[int]) -> list[float]:
     with torch.no_grad():
         logits = model(torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1]
-        return torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(completion)[:, None])[:, 0].tolist()
+        return (
+            torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(completion)[:, None])[:, 0].tolist()
+        )
 
 
 def with_adapter(path: Path) -> Any:
@@ -87,7 +89,11 @@ def with_adapter(path: Path) -> Any:
 def request(policy: str | None) -> ResponsesCreateParams:
     metadata = {POLICY_KEY: policy} if policy else None
     return ResponsesCreateParams(
-        input="what is the weather in paris", max_output_tokens=12, temperature=1.0, top_p=1.0, metadata=metadata
+        input="what is the weather in paris",
+        max_output_tokens=12,
+        temperature=1.0,
+        top_p=1.0,
+        metadata=metadata,
     )
 
 
@@ -131,7 +137,9 @@ async def test_a_version_no_server_holds_fails_as_transient_and_never_falls_back
     lora_vllm_server: VllmServer, adapters: dict[int, Path]
 ) -> None:
     versions = {POLICY: (adapter_name(POLICY, INCARNATION, 9), 9)}
-    model = VLLMModel(ModelOptions(base_url=lora_vllm_server.url, model=MODEL_NAME, policy_versions=versions.get))
+    model = VLLMModel(
+        ModelOptions(base_url=lora_vllm_server.url, model=MODEL_NAME, policy_versions=versions.get)
+    )
     try:
         with pytest.raises(UpstreamFailed) as lacking:
             await model(request(POLICY))

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from gymbus import bus
 from bench._cluster import Cluster
+from gymbus import bus
 from gymbus.runner.collection._collect import CollectOptions, collect
 from tests.integration.test_nemo_gym import SERVERS, STATEFUL, built, counting_policy, quiet, start_worker
 
@@ -55,7 +55,9 @@ def _outcomes(path: Path) -> list[tuple[int, float, list[object]]]:
     found = []
     for line in path.read_text().splitlines():
         row = json.loads(line)
-        outputs = [json.loads(i["output"]) for i in row["response"]["output"] if i["type"] == "function_call_output"]
+        outputs = [
+            json.loads(i["output"]) for i in row["response"]["output"] if i["type"] == "function_call_output"
+        ]
         found.append((row["_ng_task_index"], row["reward"], outputs))
     return sorted(found, key=lambda outcome: outcome[0])
 

@@ -12,8 +12,7 @@ import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from gymbus import bus
-from gymbus import schemas
+from gymbus import bus, schemas
 from gymbus.bus.wire._request import WATCH_TASK
 
 

@@ -10,8 +10,7 @@ import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from gymbus import bus
-from gymbus import schemas
+from gymbus import bus, schemas
 from gymbus.bus import environment_service, model_service
 from gymbus.bus.hosting import BusModels, agent_service, run_rollout
 from gymbus.functions import AGENTS, ENVIRONMENTS, MemoryState

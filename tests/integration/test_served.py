@@ -12,7 +12,9 @@ from gymbus import bus
 from gymbus.bus.wire import subjects
 
 
-async def test_a_worker_that_answers_its_ping_late_is_served_and_one_not_subscribed_is_not(nc: Client) -> None:
+async def test_a_worker_that_answers_its_ping_late_is_served_and_one_not_subscribed_is_not(
+    nc: Client,
+) -> None:
     async def busy(msg: Msg) -> None:
         await asyncio.sleep(3)  # its loop is taken by the calls it runs: the answer comes late
         await msg.respond(b"{}")
@@ -21,4 +23,6 @@ async def test_a_worker_that_answers_its_ping_late_is_served_and_one_not_subscri
     await nc.flush()
     assert await bus.is_served(nc, "busy_function", timeout=0.2)
     assert not await bus.is_served(nc, "nobody_serves_this", timeout=0.2)
-    assert await bus.served_within(nc, ["busy_function", "nobody_serves_this"], timeout=0.0) == {"busy_function"}
+    assert await bus.served_within(nc, ["busy_function", "nobody_serves_this"], timeout=0.0) == {
+        "busy_function"
+    }

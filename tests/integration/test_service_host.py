@@ -9,8 +9,7 @@ from collections.abc import Mapping
 import pytest
 from nats.aio.client import Client
 
-from gymbus import bus
-from gymbus import schemas
+from gymbus import bus, schemas
 from gymbus.bus import Endpoint, ServiceHost, ServiceSpec
 
 

@@ -22,10 +22,9 @@ import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from gymbus import bus
-from gymbus import schemas
 from bench import faults
 from bench._cluster import WEATHER, WEATHER_AGENT, NatsServers, tally, wait_until
+from gymbus import bus, schemas
 from gymbus.runner.security._secure import SecureLayout, secure_init
 
 pytestmark = pytest.mark.timeout(240)
@@ -120,7 +119,9 @@ def test_a_producer_key_cannot_wipe_read_forge_or_overfill_claims_while_a_collec
     assert (result.written, result.lost, result.duplicated, result.failed) == (ROWS, 0, 0, 0)
     assert min(len(line) for line in out.read_bytes().splitlines()) > 10_000_000
     names = ("gym-runner collect", f"gym-worker:{WEATHER}", "gym-worker:offline")
-    refused = [line for line in servers.log(0).splitlines() if "Violation" in line and any(n in line for n in names)]
+    refused = [
+        line for line in servers.log(0).splitlines() if "Violation" in line and any(n in line for n in names)
+    ]
     assert not refused  # every legitimate role had what it needed
 
 
@@ -155,17 +156,23 @@ async def _attack_as_producer(servers: NatsServers, layout: SecureLayout, out: P
     try:
         await _wait_for_a_claim(admin)  # the collection's bodies are in the store
         canary = os.urandom(9_000_000)  # a task body the runner addressed to the agent
-        _, claim = await bus.wire.check_in(runner_nc, bus.subjects.tasks(WEATHER_AGENT), canary, None, ttl=600)
+        _, claim = await bus.wire.check_in(
+            runner_nc, bus.subjects.tasks(WEATHER_AGENT), canary, None, ttl=600
+        )
         await _refused(producer, js.purge_stream(stream), f"$JS.API.STREAM.PURGE.{stream}")
         await _refused(producer, js.delete_stream(stream), f"$JS.API.STREAM.DELETE.{stream}")
         await _refused(producer, js.update_stream(bus.wire.claim_store_config(max_bytes=-1)),
                        f"$JS.API.STREAM.UPDATE.{stream}")  # fmt: skip
-        await _refused(producer, js.add_consumer(stream, deliver_subject="copy"), f"$JS.API.CONSUMER.CREATE.{stream}")
+        await _refused(
+            producer, js.add_consumer(stream, deliver_subject="copy"), f"$JS.API.CONSUMER.CREATE.{stream}"
+        )
         await _refused(producer, js.get_msg(stream, seq=1, direct=True), f"$JS.API.DIRECT.GET.{stream}")
         forged = f"gym.claims.{AGENT_ROLE}.{runner}.forged.0"  # a body as if the runner wrote it
         await _refused(producer, js.publish(forged, b"{}"), forged)
         theirs = f"gym.claims.{AGENT_ROLE}.{runner}.x.0"  # bodies addressed to an agent
-        await _refused(producer, js.get_msg(stream, subject=theirs, direct=True), bus.subjects.claim_reads(theirs))
+        await _refused(
+            producer, js.get_msg(stream, subject=theirs, direct=True), bus.subjects.claim_reads(theirs)
+        )
         assert await bus.wire.check_out(agent_nc, b"", claim, release_it=True) == canary  # nothing wiped
         return await _overfill(producer, admin.jetstream(), me)
     finally:

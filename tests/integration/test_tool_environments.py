@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 from nats.aio.client import Client
 
-from gymbus import bus
-from gymbus import schemas
+from gymbus import bus, schemas
 from gymbus.bus import ServeOptions, environment_service, serve_functions
 from gymbus.bus.hosting import BusCalls
 from gymbus.functions import AGENTS, ENVIRONMENTS

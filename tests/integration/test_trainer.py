@@ -28,11 +28,10 @@ import msgspec
 import pytest
 
 from gymbus import bus
-from gymbus.bus import ServeOptions, subjects
+from gymbus.bus import ServeOptions, subjects, wait_served
 from gymbus.bus.hosting import agent_consumer
 from gymbus.functions import ModelOptions
 from gymbus.runner import BusRollouts, environment_reward, tasks_dataset
-from gymbus.bus import wait_served
 from gymbus.runner._workers import WorkerProcesses
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, Rollout, item_text
 from tests.conftest import EXAMPLES, WEATHER, WEATHER_AGENT
@@ -224,7 +223,9 @@ class Recorder:
         return environment_reward(completions, **kwargs)
 
 
-def model_logprobs(model: Any, prompt: list[int], completion: list[int], temperature: float = 1.0) -> list[float]:
+def model_logprobs(
+    model: Any, prompt: list[int], completion: list[int], temperature: float = 1.0
+) -> list[float]:
     """Logprob of each completion token under `model`, a plain softmax at `temperature`,
     one forward pass."""
     with torch.no_grad():
@@ -239,7 +240,9 @@ def shorter_is_better(
     """A second reward that differs within a group, so the step's advantages are not all
     zero: an environment's reward alone is often the same for every rollout of a prompt.
     `None` for a failed rollout, as every reward function must give it."""
-    return [None if env is None else -len(ids) / 100 for ids, env in zip(completion_ids, env_reward, strict=True)]
+    return [
+        None if env is None else -len(ids) / 100 for ids, env in zip(completion_ids, env_reward, strict=True)
+    ]
 
 
 def test_one_grpo_step_on_a_batch_mixing_two_environments(
@@ -420,7 +423,9 @@ def queued_tasks(url: str, agent: str) -> int:
     async def count() -> int:
         nc = await bus.connect(url, name="test")
         try:
-            return int((await nc.jetstream().consumer_info(subjects.TASKS_STREAM, agent_consumer(agent))).num_pending)
+            return int(
+                (await nc.jetstream().consumer_info(subjects.TASKS_STREAM, agent_consumer(agent))).num_pending
+            )
         finally:
             await nc.close()
 

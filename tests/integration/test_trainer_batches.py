@@ -12,9 +12,8 @@ import msgspec
 import pytest
 from nats.aio.client import Client
 
-from gymbus.bus import Bus, ServeOptions, ServiceHost, ServiceSpec, serve_functions, subjects
+from gymbus.bus import Bus, ServeOptions, ServiceHost, ServiceSpec, serve_functions, subjects, wait_served
 from gymbus.runner.training._batches import BatchTask, TaskBatches
-from gymbus.bus import wait_served
 from gymbus.schemas import DEFAULT_TIMEOUTS, MSG_ID, ROLLOUT_INDEX, SEQ, TASK_INDEX, Rollout
 from tests.conftest import WEATHER, WEATHER_AGENT
 

@@ -125,7 +125,9 @@ def test_rollouts_sample_with_the_trainers_parameters_not_the_models_defaults(
         if m == 1
     ]
     worst = max(abs(theirs - mine) for theirs, mine in pairs)
-    print(f"{len(pairs)} model tokens: the server's logprobs differ from the trainer's by at most {worst:.2e}")
+    print(
+        f"{len(pairs)} model tokens: the server's logprobs differ from the trainer's by at most {worst:.2e}"
+    )
     assert len(pairs) >= 8
     assert worst <= 1e-4
     logged = next(entry for entry in trainer.state.log_history if "grad_norm" in entry)

@@ -15,8 +15,7 @@ import pytest
 from nats.aio.client import Client
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from gymbus import bus
-from gymbus import schemas
+from gymbus import bus, schemas
 from gymbus.bus import TaskConsumer, subjects
 from gymbus.bus.hosting import rollout_task_handler
 from gymbus.functions import AGENTS

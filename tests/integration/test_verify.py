@@ -16,9 +16,9 @@ import pytest
 from gymbus.bus import ServiceHost, environment_service
 from gymbus.functions import REGISTRY, Environment, MemoryState, Session
 from gymbus.runner import ProgressView, VerifyOptions, verify_rollouts
-from gymbus.schemas import UpstreamFailed, VerifyRequest, VerifyResult
 from gymbus.runner.verification._rescore import Stored
 from gymbus.runner.verification._verify import _unserved
+from gymbus.schemas import UpstreamFailed, VerifyRequest, VerifyResult
 from tests.conftest import EXAMPLES, WEATHER, WEATHER_AGENT
 from tests.integration.test_collect import read_jsonl, run_cli
 
@@ -228,7 +228,9 @@ def test_the_exit_status_says_whether_every_row_agreed_and_only_written_files_ar
     tmp_path: Path,
 ) -> None:
     collected = tmp_path / "weather.jsonl"
-    done = run_cli("collect", "-i", str(EXAMPLES / f"{WEATHER}.jsonl"), "-o", str(collected), "--agent", WEATHER_AGENT)
+    done = run_cli(
+        "collect", "-i", str(EXAMPLES / f"{WEATHER}.jsonl"), "-o", str(collected), "--agent", WEATHER_AGENT
+    )
     assert done.returncode == 0, done.stderr
     rows = collected.read_text().splitlines()
 
@@ -254,7 +256,10 @@ def test_the_exit_status_says_whether_every_row_agreed_and_only_written_files_ar
 
     nothing = run_cli("verify", "-i", "-", "-o", str(tmp_path / "nothing.jsonl"), feed="{oops\n")
     assert nothing.returncode == 4, nothing.stderr
-    assert "Rescored:" not in nothing.stderr and f"Failures: {tmp_path / 'nothing_failures.jsonl'}" in nothing.stderr
+    assert (
+        "Rescored:" not in nothing.stderr
+        and f"Failures: {tmp_path / 'nothing_failures.jsonl'}" in nothing.stderr
+    )
 
 
 def test_a_row_whose_started_worker_stopped_serving_points_at_the_workers_log(tmp_path: Path) -> None:
@@ -271,10 +276,14 @@ def test_a_row_whose_started_worker_stopped_serving_points_at_the_workers_log(tm
 
 def test_a_misspelt_agent_is_refused_before_anything_starts(tmp_path: Path) -> None:
     source = write_jsonl(tmp_path / "rows.jsonl", [{"response": RESPONSE}])
-    done = run_cli("verify", "-i", str(source), "-o", str(tmp_path / "out.jsonl"), "--agent", "mcqa_simpel_agent")
+    done = run_cli(
+        "verify", "-i", str(source), "-o", str(tmp_path / "out.jsonl"), "--agent", "mcqa_simpel_agent"
+    )
     assert done.returncode == 2, done.stderr
     assert "error: --agent mcqa_simpel_agent: not an agent (did you mean mcqa_simple_agent?)" in done.stderr
-    assert "started embedded nats-server" not in done.stderr and not (tmp_path / "out_failures.jsonl").exists()
+    assert (
+        "started embedded nats-server" not in done.stderr and not (tmp_path / "out_failures.jsonl").exists()
+    )
 
 
 def test_without_agent_every_unnamed_row_fails_with_its_line(tmp_path: Path) -> None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import socket
 
 from gymbus.bus.front import ServedAgent
+from gymbus.functions import AGENTS
 from gymbus.runner.front._layout import Layout
 from gymbus.runner.front._started import policy_of
 from gymbus.runner.front._talk import conversation_lines, tools_of
-from gymbus.functions import AGENTS
 from gymbus.schemas import Item, Response
 
 
@@ -67,6 +67,7 @@ def test_talk_offers_the_environments_tools_and_prints_each_turn() -> None:
 
 def test_started_by_nemo_gym_the_front_binds_the_ports_nemo_gym_gave_its_servers() -> None:
     ports = [free_port() for _ in range(4)]
+
     def at(port: int, **more: object) -> dict[str, object]:
         return {"host": "127.0.0.1", "port": port, **more}
 

@@ -43,5 +43,8 @@ def test_a_pipe_is_copied_beside_the_output_and_the_copy_removed(tmp_path: Path)
 
 
 def test_a_missing_file_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="input file not found: "), spooled(tmp_path / "nope.jsonl", tmp_path):
+    with (
+        pytest.raises(ValueError, match="input file not found: "),
+        spooled(tmp_path / "nope.jsonl", tmp_path),
+    ):
         pass

@@ -52,8 +52,12 @@ def test_the_example_in_the_repository_is_what_the_command_writes(tmp_path: Path
     example = REPO / "examples" / "shopping_list"
     for path in written.files:
         relative = path.relative_to(written.root)
-        assert (example / relative).read_text() == path.read_text(), f"regenerate examples/shopping_list: {relative}"
-    kept = {p.relative_to(example) for p in example.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+        assert (example / relative).read_text() == path.read_text(), (
+            f"regenerate examples/shopping_list: {relative}"
+        )
+    kept = {
+        p.relative_to(example) for p in example.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    }
     assert kept == {p.relative_to(written.root) for p in written.files}
 
 

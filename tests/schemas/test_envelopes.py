@@ -10,8 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from gymbus import bus
-from gymbus import schemas
+from gymbus import bus, schemas
 from gymbus.schemas._envelopes import ENVELOPES
 
 jsonschema = pytest.importorskip("jsonschema")

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import msgspec
 import pytest
-
-from gymbus.functions import BadRequest, MemoryState, Session
 from shopping_list.environment import (
     ENVIRONMENT,
     AddItem,
@@ -23,6 +21,8 @@ from shopping_list.environment import (
     seed,
     verify,
 )
+
+from gymbus.functions import BadRequest, MemoryState, Session
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "data" / "example.jsonl"

@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import threading
 
-import pytest
-
 from gymbus.bus.hosting._threads import OffLoop
 
 

@@ -34,7 +34,10 @@ def rollout(reward: float, *versions: int | None, delivery: int = 1) -> bytes:
     """A rollout of one call per version; the second call's prompt adds a tool's tokens."""
     output = [call([1, 2, 3], [4, 5], versions[0])]
     if len(versions) > 1:
-        output += [{"type": "function_call_output", "call_id": "c", "output": "x"}, call([1, 2, 3, 4, 5, 9], [6], versions[1])]
+        output += [
+            {"type": "function_call_output", "call_id": "c", "output": "x"},
+            call([1, 2, 3, 4, 5, 9], [6], versions[1]),
+        ]
     row = {
         "responses_create_params": {"input": "q"},
         "agent_ref": {"name": AGENT},
@@ -51,7 +54,9 @@ def failed() -> bytes:
 
 
 def test_failed_rollouts_leave_the_others_the_advantages_of_a_group_of_their_own() -> None:
-    members = [read_member(row, AGENT, True) for row in (rollout(1.0, 3), rollout(0.0, 3), failed(), rollout(1.0, 3))]
+    members = [
+        read_member(row, AGENT, True) for row in (rollout(1.0, 3), rollout(0.0, 3), failed(), rollout(1.0, 3))
+    ]
     outcome = score_group(members, group_id=7, prompt=PROMPT, current=3, max_staleness=1)
     alone = advantages([1.0, 0.0, 1.0])
     assert [sample.advantage for sample in outcome.samples] == pytest.approx(alone)
@@ -68,7 +73,9 @@ def test_a_group_whose_rollouts_all_failed_yields_nothing() -> None:
 
 
 def test_a_rollout_is_as_old_as_its_oldest_call_and_stale_ones_are_dropped() -> None:
-    members = [read_member(row, AGENT, True) for row in (rollout(1.0, 5, 6), rollout(0.0, 3, 6), rollout(1.0, 6, 6))]
+    members = [
+        read_member(row, AGENT, True) for row in (rollout(1.0, 5, 6), rollout(0.0, 3, 6), rollout(1.0, 6, 6))
+    ]
     assert [member.version for member in members] == [5, 3, 6]
     outcome = score_group(members, 1, PROMPT, current=6, max_staleness=2)
     assert [sample.model_version for sample in outcome.samples] == [5, 6]
@@ -83,7 +90,9 @@ def test_a_call_that_named_no_policy_version_fails_its_rollout_unless_adapters_a
     assert refused.failure is not None and refused.failure.startswith("no_policy_version: 1 of its 2")
     ablation = read_member(rollout(1.0, None), AGENT, versions_required=False)
     assert ablation.failure is None and ablation.version is None
-    outcome = score_group([ablation, read_member(rollout(0.0, None), AGENT, False)], 1, PROMPT, current=9, max_staleness=0)
+    outcome = score_group(
+        [ablation, read_member(rollout(0.0, None), AGENT, False)], 1, PROMPT, current=9, max_staleness=0
+    )
     assert [sample.model_version for sample in outcome.samples] == [9, 9]  # counted as current
 
 

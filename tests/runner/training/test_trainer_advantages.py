@@ -33,11 +33,17 @@ def rollout(reward: float, generation: list[int]) -> bytes:
         "generation_log_probs": [-1.0] * len(generation),
     }
     response = {"id": "r", "created_at": 0, "model": "tiny", "output": [call]}
-    return json.dumps({"responses_create_params": {"input": "q"}, "response": response, "reward": reward}).encode()
+    return json.dumps(
+        {"responses_create_params": {"input": "q"}, "response": response, "reward": reward}
+    ).encode()
 
 
 def failed() -> bytes:
-    row = {"responses_create_params": {"input": "q"}, FAILURE_CLASS: "model_failed", FAILURE_MESSAGE: "HTTP 500"}
+    row = {
+        "responses_create_params": {"input": "q"},
+        FAILURE_CLASS: "model_failed",
+        FAILURE_MESSAGE: "HTTP 500",
+    }
     return json.dumps(row).encode()
 
 

@@ -25,7 +25,11 @@ def sent(request: ResponsesCreateParams) -> dict[str, object]:
     """What the `vllm` model function sends for `request`: its own fields, then extra_body."""
     assert isinstance(request.metadata, dict)
     extra = json.loads(request.metadata["extra_body"])
-    own = {"temperature": request.temperature, "top_p": request.top_p, "max_tokens": request.max_output_tokens}
+    own = {
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "max_tokens": request.max_output_tokens,
+    }
     return {**own, **extra}
 
 
@@ -45,7 +49,9 @@ def test_every_sampling_parameter_is_sent_so_no_server_default_applies() -> None
 
 
 def test_the_trainers_own_settings_and_generation_kwargs_are_sent() -> None:
-    trainer = config(top_k=20, min_p=0.05, repetition_penalty=1.1, generation_kwargs={"presence_penalty": 0.5})
+    trainer = config(
+        top_k=20, min_p=0.05, repetition_penalty=1.1, generation_kwargs={"presence_penalty": 0.5}
+    )
     request = Sampling.of(trainer).apply(params(), "row 0", training=True)
     expected = {"top_k": 20, "min_p": 0.05, "repetition_penalty": 1.1, "presence_penalty": 0.5}
     assert {key: sent(request)[key] for key in expected} == expected

@@ -27,13 +27,17 @@ def test_the_server_the_policy_uses_is_accepted_with_or_without_v1() -> None:
 
 
 def test_another_server_is_refused_naming_both() -> None:
-    with pytest.raises(ValueError, match=r"syncs its weights to http://0.0.0.0:8000 .* generates on http://gpu1:8000"):
+    with pytest.raises(
+        ValueError, match=r"syncs its weights to http://0.0.0.0:8000 .* generates on http://gpu1:8000"
+    ):
         check_weight_sync(args(), {"policy": {"http://gpu1:8000/v1"}})
 
 
 def test_a_policy_on_several_servers_is_refused_naming_the_ones_the_sync_misses() -> None:
     servers = {"policy": {"http://gpu1:8000/v1", "http://gpu2:8000/v1"}}
-    with pytest.raises(ValueError, match=r"reaches one server \(http://gpu1:8000\).* also generates on http://gpu2:8000"):
+    with pytest.raises(
+        ValueError, match=r"reaches one server \(http://gpu1:8000\).* also generates on http://gpu2:8000"
+    ):
         check_weight_sync(args(vllm_server_base_url="http://gpu1:8000"), servers)
 
 

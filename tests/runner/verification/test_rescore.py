@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 
 from gymbus.functions import AGENTS
-from gymbus.runner.verification._rescore import Disagreement, agrees, read_stored, rescored_row, unverified_row, verify_error
+from gymbus.runner.verification._rescore import (
+    Disagreement,
+    agrees,
+    read_stored,
+    rescored_row,
+    unverified_row,
+    verify_error,
+)
 from gymbus.schemas import BadRequest, InputError, RolloutFailed
 
 AGENT = "example_single_tool_call_simple_agent"

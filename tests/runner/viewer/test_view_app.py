@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from gymbus.runner.viewer._view import view_files
 from gymbus.runner.viewer._app import _make_app, _names_of, _Source
 from gymbus.runner.viewer._html import PageTooLarge, render_html
 from gymbus.runner.viewer._index import RolloutIndex
+from gymbus.runner.viewer._view import view_files
 from gymbus.schemas import ViewLimits
 from tests.runner.viewer.test_view_index import indexed, rollout, write
 
