@@ -2,6 +2,8 @@
 
 For a named set of environments, agents and models it writes, under `--out`:
 
+    .gitignore                  `*`: nothing here belongs in a repository, and `git add .`
+                                in a working tree that holds `--out` must not commit a key
     nats.conf                   listen address, JetStream, max payload, TLS (if given) and the
                                 `authorization` block: one nkey user per role, with its permissions
     helm-auth-values.yaml       the same users as values for the official NATS Helm chart
@@ -127,6 +129,7 @@ def secure_init(
         raise RuntimeError(f"--operator needs NATS's JWT library: {missing}")
     credentials.mkdir(parents=True, mode=0o700)
     os.chmod(out, 0o700)
+    _ignored_by_git(out)
     config = out / "nats.conf"
     if operator:
         try:
@@ -142,6 +145,14 @@ def secure_init(
     helm = out / "helm-auth-values.yaml"
     helm.write_text(_helm_values(users))
     return SecureLayout(config, helm, {role.name: credentials / f"{role.name}.nk" for role in roles})
+
+
+def _ignored_by_git(out: Path) -> None:
+    """Before any key is written: git ignores `out` whole, wherever it lies (a working tree,
+    its subfolder), so a key never reaches a commit by `git add .`."""
+    (out / ".gitignore").write_text(
+        "# Private keys: never commit them (written by gym-runner secure init).\n*\n"
+    )
 
 
 def _server_config(out: Path, listen: str, tls: tuple[Path, Path, Path | None] | None) -> str:
