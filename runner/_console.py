@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-__all__ = ["LISTED", "ExitCode", "err", "fail", "say", "show_list"]
+__all__ = ["LISTED", "ExitCode", "err", "fail", "plural", "say", "show_list"]
 
 
 class ExitCode(IntEnum):
@@ -33,6 +33,11 @@ LISTED = 20
 """Items a report lists (disagreements, failures); the sidecar files hold them all."""
 
 err = Console(stderr=True, soft_wrap=True)  # never wrapped: see the module docstring
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 row`, `2 rows`, `1,000 rows`: a count and its noun, in the number it takes."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def say(line: str, style: str | None = None) -> None:

@@ -37,12 +37,13 @@ from gymbus.schemas import (
     row_fields,
 )
 
-from ._console import fail
+from ._console import ExitCode, fail
 
 __all__ = [
     "STDIN",
     "CheckedRow",
     "InputFile",
+    "NothingPiped",
     "UnknownAgent",
     "check_agent",
     "check_row",
@@ -93,11 +94,16 @@ class InputFile:
     name: str
 
 
+class NothingPiped(ValueError):
+    """`-i -` (or `/dev/stdin`) is a terminal: the command was given no rows, a usage error."""
+
+
 @contextmanager
 def spooled(path: Path, beside: Path) -> Iterator[InputFile]:
     """`path` as a regular file: itself, or (`-`, a pipe, `/dev/stdin`, a process
     substitution) a copy of everything it gives, in a hidden file in `beside` that is
-    removed afterwards. `ValueError` if it is missing or is a terminal (nothing to read)."""
+    removed afterwards. `ValueError` if it is missing, `NothingPiped` if it is a terminal
+    (nothing to read)."""
     if path != STDIN and not path.exists():
         raise ValueError(f"input file not found: {path}")
     if path != STDIN and stat.S_ISREG(path.stat().st_mode):
@@ -106,7 +112,7 @@ def spooled(path: Path, beside: Path) -> Iterator[InputFile]:
     name = "<stdin>" if path == STDIN else str(path)
     with open(sys.stdin.fileno() if path == STDIN else path, "rb", closefd=path != STDIN) as source:
         if os.isatty(source.fileno()):
-            raise ValueError(
+            raise NothingPiped(
                 f"{name} is a terminal, not rows: pipe them in (`jq -c . rows.jsonl | gym-runner ... -i -`) "
                 "or give a file"
             )
@@ -125,9 +131,12 @@ def spooled(path: Path, beside: Path) -> Iterator[InputFile]:
 
 def open_input(stack: ExitStack, path: Path, beside: Path) -> InputFile:
     """`spooled(path, beside)` held open by `stack`; a command's clear error (exit 1) if it
-    cannot be read, and exit 130 if Ctrl-C stops the reading of a pipe."""
+    cannot be read, bad usage (exit 2) if it is a terminal, and exit 130 if Ctrl-C stops the
+    reading of a pipe."""
     try:
         return stack.enter_context(spooled(path, beside))
+    except NothingPiped as exc:
+        fail(str(exc), ExitCode.USAGE)
     except ValueError as exc:
         fail(str(exc))
     except KeyboardInterrupt:

@@ -16,7 +16,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from .._console import ExitCode
+from .._console import ExitCode, plural
 from .._metrics import AgentMetrics
 
 if TYPE_CHECKING:
@@ -36,10 +36,6 @@ def exit_code(result: CollectResult) -> ExitCode:
     if result.planned and result.rollouts == result.planned:
         return ExitCode.OK
     return ExitCode.SOME_FAILED if result.rollouts else ExitCode.NONE_COLLECTED
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def result_line(result: CollectResult) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .._console import err, fail, say
+from .._console import err, fail, plural, say
 from ._prepare import PrepareOptions, PrepareReport, prepare
 from ._sources import HF_PREFIX, parse_source
 
@@ -64,7 +64,7 @@ def prepare_command(
     `_ng_task_index` / `_ng_rollout_index` are removed (each dataset numbered its tasks from 0).
 
     Writes OUTPUT_DIR/train.jsonl, train_metrics.json, validation.jsonl, validation_metrics.json and
-    bad_rows.txt (every bad row).
+    bad_rows.txt (every bad row, when there is one).
 
     Examples:
 
@@ -109,10 +109,12 @@ def _report_prepare(report: PrepareReport) -> None:
             say(f"  ... and {report.bad - len(report.bad_listed)} more")
         say(f"Every bad row: {report.bad_rows}")
     if report.stamped:
-        say(f"Stamped agent_ref on {report.stamped} rows")
+        say(f"Stamped agent_ref on {plural(report.stamped, 'row')}")
     if report.renumbered:
-        say(f"Removed _ng_task_index/_ng_rollout_index from {report.renumbered} blended rows")
-    say(f"Train: {report.train} ({report.train_rows} rows; metrics {report.metrics_of(report.train)})")
+        say(f"Removed _ng_task_index/_ng_rollout_index from {plural(report.renumbered, 'blended row')}")
+    say(
+        f"Train: {report.train} ({plural(report.train_rows, 'row')}; metrics {report.metrics_of(report.train)})"
+    )
     if report.validation_rows:
         metrics = report.metrics_of(report.validation)
-        say(f"Validation: {report.validation} ({report.validation_rows} rows; metrics {metrics})")
+        say(f"Validation: {report.validation} ({plural(report.validation_rows, 'row')}; metrics {metrics})")

@@ -5,7 +5,8 @@ write NeMo Gym's dataset metrics, in `gym dataset collate`'s layout:
     <out>/train_metrics.json         NeMo Gym's dataset metrics of train.jsonl
     <out>/validation.jsonl           the held-out rows (with --validation-fraction/-count)
     <out>/validation_metrics.json
-    <out>/bad_rows.txt               every row that is left out, as `file:line: field: why`
+    <out>/bad_rows.txt               every row that is left out, as `file:line: field: why` (only
+                                     when some row is)
 
 Rows are checked exactly as `collect` checks them, so a prepared file runs as it is. A
 bad row never stops the others: it is reported and left out. Sources are read twice
@@ -110,6 +111,8 @@ def prepare(options: PrepareOptions) -> PrepareReport:
         ]
         with open(report.bad_rows, "w") as bad_rows:
             scanned = [scan(source, lambda error: _note_bad(report, bad_rows, error)) for source in sources]
+        if not report.bad:
+            report.bad_rows.unlink()  # no bad row: no file to open and find empty (nor an earlier run's)
         picked = _pick(scanned, options, report.bad_rows)
         report.sources = [
             SourceTally(one.source.name, one.good, one.bad, len(rows))

@@ -14,7 +14,7 @@ from gymbus.bus import nats_url_from_env
 from gymbus.functions import AGENTS
 from gymbus.schemas import DEFAULT_LIMITS, GymError
 
-from .._console import ExitCode, err, fail, say, show_list
+from .._console import ExitCode, err, fail, plural, say, show_list
 from .._input import nearest, open_input
 from .._interrupts import Interrupts, interrupted_exit_code
 from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
@@ -134,7 +134,7 @@ async def _verify_until_interrupted(options: VerifyOptions) -> tuple[VerifyRepor
 def _report_verify(report: VerifyReport) -> None:
     rate = report.rows / max(report.seconds, 1e-9)
     say(
-        f"Re-verified {report.verified} of {report.rows} rows in {report.seconds:.1f} s ({rate:.1f} rows/s): "
+        f"Re-verified {report.verified} of {plural(report.rows, 'row')} in {report.seconds:.1f} s ({rate:.1f} rows/s): "
         f"{report.agreed} agree with the stored reward, {report.disagreed} disagree"
         + (f", {report.unscored} had no stored reward" if report.unscored else "")
         + (f"; {report.failed} could not be verified" if report.failed else "")
@@ -157,10 +157,12 @@ def _report_verify(report: VerifyReport) -> None:
 
 def _report_join(join: JoinTally) -> None:
     say(
-        f"Joined with {join.inputs} ({join.input_rows} input rows): {join.by_key} by task and rollout index, "
+        f"Joined with {join.inputs} ({plural(join.input_rows, 'input row')}): {join.by_key} by task and rollout index, "
         f"{join.by_prompt} by prompt, {join.unmatched} not matched (in the failures file)"
     )
     if join.skipped_lines:
         more = " ..." if join.skipped_lines > len(join.noted_lines) else ""
         lines = ", ".join(map(str, join.noted_lines)) + more
-        say(f"  {join.skipped_lines} lines of {join.inputs} are not task rows, skipped: lines {lines}")
+        say(
+            f"  skipped {plural(join.skipped_lines, 'line')} of {join.inputs} that hold no task row: lines {lines}"
+        )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gymbus.schemas import VIEW_LIMITS, ViewLimits
 
+from .._console import plural
 from .._output import OutputPaths
 from ._app import serve_view
 from ._html import PageTooLarge, render_html
@@ -56,10 +57,10 @@ def _indexed(path: Path, say: Callable[[str], None], limits: ViewLimits) -> Roll
     started = time.perf_counter()
     index = RolloutIndex(path, limits)
     index.refresh()
-    line = f"Indexed {index.rows} rows of {path} in {time.perf_counter() - started:.1f} s"
+    line = f"Indexed {plural(index.rows, 'row')} of {path} in {time.perf_counter() - started:.1f} s"
     if index.skipped_count:
         named = ", ".join(str(s.line) for s in index.skipped)
         more = " ..." if index.skipped_count > len(index.skipped) else ""
-        line += f"; skipped {index.skipped_count} lines that hold no row: {named}{more}"
+        line += f"; skipped {plural(index.skipped_count, 'line')} that hold no row: {named}{more}"
     say(line)
     return index

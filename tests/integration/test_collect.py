@@ -228,7 +228,7 @@ def test_dash_input_from_a_terminal_is_refused_at_once(tmp_path: Path) -> None:
     finally:
         os.close(parent)
         os.close(child)
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr  # bad usage: no rows were given
     assert "<stdin> is a terminal, not rows: pipe them in" in done.stderr
     assert not (tmp_path / "o.jsonl").exists()
 

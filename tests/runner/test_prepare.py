@@ -263,3 +263,18 @@ def test_balance_against_a_dataset_without_a_good_row_is_refused(tmp_path: Path)
         f"(1 bad, listed in {out / 'bad_rows.txt'}): fix its rows, leave it out, or drop --balance"
     ) in result.output
     assert not (out / "train.jsonl").exists()
+
+
+def test_a_clean_dataset_leaves_no_bad_rows_file_and_one_row_reads_as_one(tmp_path: Path) -> None:
+    data = tmp_path / "one.jsonl"
+    data.write_text(_row("only") + "\n")
+    out = tmp_path / "out"
+    (out).mkdir()
+    (out / "bad_rows.txt").write_text("an earlier run's bad row\n")
+
+    result = _prepare(str(data), "--agent", "mcqa_simple_agent", "-o", str(out))
+
+    assert result.exit_code == 0, result.output
+    assert not (out / "bad_rows.txt").exists()
+    assert "Stamped agent_ref on 1 row\n" in result.output and "(1 row;" in result.output
+    assert "1 rows" not in result.output
