@@ -418,3 +418,28 @@ def test_every_help_example_is_one_the_command_line_takes(example: str) -> None:
             path = word.split("=")[0]
             if path.startswith(FOLDERS):
                 assert (REPO / path).exists(), f"{example}: no {path}"
+
+
+def _option(args: list[str], *names: str) -> str | None:
+    return next((args[i + 1] for i, word in enumerate(args[:-1]) if word in names), None)
+
+
+def test_every_verify_example_reads_rollouts_a_documented_collect_writes() -> None:
+    """A reader who follows the docs has the file a `verify` example reads: some `collect`
+    in the docs wrote it (its rollouts, or the materialized inputs beside them)."""
+    written: set[str] = set()
+    for command in SHELL_COMMANDS:
+        for args in _words("gym-runner", command):
+            output = _option(args, "-o", "--output")
+            if args[:1] == ["collect"] and output:
+                written |= {output, output.removesuffix(".jsonl") + "_materialized_inputs.jsonl"}
+    read = [
+        (command.where, path)
+        for command in SHELL_COMMANDS
+        for args in _words("gym-runner", command)
+        if args[:1] == ["verify"]
+        for path in (_option(args, "-i", "--input"), _option(args, "--inputs"))
+        if path is not None and path.startswith("results/")
+    ]
+    assert read, "no verify example read results/ to check"
+    assert [(where, path) for where, path in read if path not in written] == []

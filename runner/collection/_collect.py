@@ -150,6 +150,7 @@ async def _collect(
         options.input, limit=options.limit, num_repeats=options.num_repeats, default_agent=options.agent,
         name=options.input_name,
     )  # fmt: skip
+    _check_named(plan)
     if options.nats_url is None:  # the embedded default can serve only the built-in agents
         _check_agents(plan, options.agent, known=AGENTS, served=set(AGENTS))
     async with open_bus(options.nats_url, name="gym-runner collect", timeouts=options.timeouts) as bus:
@@ -215,13 +216,32 @@ def _check_agents(plan: Plan, default: str | None, known: Collection[str], serve
             f"{name} ({plural(count, 'rollout')}): {_why_unserved(name, known)}"
             for name, count in sorted(plan.agents.items())
         )
-        raise UnknownAgent(f"{plan.name}: no agent its rows name can run here: {why}", usage=False)
+        # Names that are no agent at all are a bad value, as a misspelt --agent is.
+        misnamed = not any(name in known for name in plan.agents)
+        raise UnknownAgent(f"{plan.name}: no agent its rows name can run here: {why}", usage=misnamed)
+
+
+def _check_named(plan: Plan) -> None:
+    """`UnknownAgent` (bad usage), before anything starts, for rows that name no agent when
+    no `--agent` says which runs them: each would only become a failure row."""
+    if plan.first_unnamed is None:
+        return
+    raise UnknownAgent(
+        f"{plan.name}:{plan.first_unnamed}: field `{AGENT_REF}`: missing, and no --agent was given "
+        f"({plural(plan.unnamed, 'row')} name no agent): say which agent runs them with "
+        f"--agent{nearest(Path(plan.name).stem, AGENTS) or f' (the agents: {_listed(AGENTS)})'}",
+        usage=True,
+    )
+
+
+def _listed(names: Collection[str]) -> str:
+    return ", ".join(sorted(names))
 
 
 def _why_unserved(name: str, known: Collection[str]) -> str:
     if name in known:
         return f"no worker serves it: start one with `gym-runner serve {name}`"
-    return "not an agent" + (nearest(name, known) or f" (the agents: {', '.join(sorted(known))})")
+    return "not an agent" + (nearest(name, known) or f" (the agents: {_listed(known)})")
 
 
 async def _check_live_agents(bus: Bus, plan: Plan, default: str | None) -> None:

@@ -143,6 +143,10 @@ class Plan:
     agents: Counter[str] = field(default_factory=Counter)
     """Rollouts per agent name."""
     bad_lines: set[int] = field(default_factory=set)
+    unnamed: int = 0
+    """Rows that name no agent while no `--agent` was given (each also a bad line)."""
+    first_unnamed: int | None = None
+    """The line of the first of them."""
     _repeats: _MaybeRepeated = field(default_factory=_MaybeRepeated)
 
     @classmethod
@@ -161,6 +165,7 @@ class Plan:
         async for number, line in read_lines(path, limit):
             try:
                 row = check_row(line, plan.name, number)
+                plan._count_unnamed(row.agent, number)
                 agent = plan._agent_of(row.agent, number)
             except InputError:
                 plan.bad_lines.add(number)
@@ -176,6 +181,11 @@ class Plan:
             plan.agents[agent] += num_repeats
             plan.total += num_repeats
         return plan
+
+    def _count_unnamed(self, named: str | None, number: int) -> None:
+        if named is None and self.default_agent is None:
+            self.unnamed += 1
+            self.first_unnamed = self.first_unnamed or number
 
     def _agent_of(self, named: str | None, number: int) -> str:
         return check_agent(named, self.default_agent, self.name, number)

@@ -166,11 +166,25 @@ def test_a_misspelt_agent_is_refused_before_anything_starts_naming_the_nearest(t
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({**_weather_row(), "agent_ref": {"name": misspelt}}) + "\n")
     by_rows = run_cli("collect", "-i", str(rows), "-o", str(tmp_path / "rows_out.jsonl"))
-    assert by_rows.returncode == 1, by_rows.stderr
+    assert by_rows.returncode == 2, by_rows.stderr  # a bad value, as a misspelt --agent is
     assert (
         f"error: {rows}: no agent its rows name can run here: {misspelt} (1 rollout): not an agent "
         f"(did you mean {WEATHER_AGENT}?)"
     ) in by_rows.stderr
+
+
+def test_rows_naming_no_agent_without_agent_flag_are_refused_before_anything_starts(tmp_path: Path) -> None:
+    rows = tmp_path / "mcqa.jsonl"
+    named, unnamed = {**_weather_row(), "agent_ref": {"name": WEATHER_AGENT}}, _weather_row()
+    rows.write_text("".join(json.dumps(row) + "\n" for row in (named, unnamed, unnamed)))
+    done = run_cli("collect", "-i", str(rows), "-o", str(tmp_path / "out.jsonl"))
+    assert done.returncode == 2, done.stderr
+    assert (
+        f"error: {rows}:2: field `agent_ref`: missing, and no --agent was given (2 rows name no agent): "
+        "say which agent runs them with --agent (did you mean mcqa_simple_agent?)"
+    ) in done.stderr
+    assert "started embedded nats-server" not in done.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["mcqa.jsonl"]
 
 
 async def test_an_agent_nobody_serves_on_a_shared_bus_is_refused_with_how_to_serve_it(
