@@ -51,6 +51,7 @@ from .._input import UnknownAgent, nearest
 from .._metrics import Metrics
 from .._output import MaterializedInputs, OutputPaths, Progressed, read_progress, write_whole
 from .._progress import ProgressView
+from .._sources import OwnFunctions
 from .._workers import WorkerProcesses, start_workers, stop_workers
 from ._ledger import Ledger
 from ._lock import OutputLock
@@ -80,6 +81,11 @@ class CollectOptions:
     """Worker processes to start when running on the embedded server."""
     model: ModelOptions | None = None
     """An OpenAI-compatible endpoint; `None` means the offline policy."""
+    policy: str | None = None
+    """The model function serving the policy on the embedded default, by name (`--model
+    my_model.py`); `None`: the adapter `model` calls for (`policy_adapter`)."""
+    own: OwnFunctions = field(default_factory=OwnFunctions)
+    """Functions of the user's own, given by file or module: the workers load them from there."""
     nats_url: str | None = None
     max_attempts: int = DEFAULT_LIMITS.max_attempts
     """Attempts per rollout across `--resume`s before its failure is final."""
@@ -256,10 +262,10 @@ async def _start_workers(options: CollectOptions, plan: Plan, bus: Bus) -> list[
     needed = [name for name in plan.agents if name in known]
     if not needed:
         return []
-    model = policy_adapter(options.model)
-    functions = sorted({*needed, *(known[name].environment for name in needed), model})
+    model = options.own.for_worker([options.policy or policy_adapter(options.model)])[0]
+    functions = options.own.for_worker(sorted({*needed, *(known[name].environment for name in needed)}))
     serve = ServeOptions(
-        functions=tuple(functions), model=options.model or ModelOptions(), limits=options.limits
+        functions=(*functions, model), model=options.model or ModelOptions(), limits=options.limits
     )
     # Models an agent calls besides the policy (a user simulator) are served by the same adapter.
     others = sorted({other for name in needed for other in known[name].other_models})

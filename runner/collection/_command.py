@@ -16,11 +16,13 @@ from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 from .._console import ExitCode, err, fail, say
 from .._input import UnknownAgent, open_input
 from .._interrupts import Interrupts, interrupted_exit_code
-from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
+from .._options import ModelApi, ModelKey, ModelUrl, TokenCapture, model_options
 from .._output import WriteFailed
 from .._progress import ProgressView
+from .._sources import SourceError
 from ._collect import CollectOptions, CollectResult, collect
 from ._lock import OutputInUse
+from ._own import own_functions
 from ._plan import PlanChanged
 from ._summary import agent_lines, exit_code, failure_lines, plural, result_line
 
@@ -40,7 +42,13 @@ def collect_command(
         Path, typer.Option("--output", "-o", help="Rollouts JSONL to write; sidecar files go beside it.")
     ],
     agent: Annotated[
-        str | None, typer.Option("--agent", "-a", help="Agent for rows without `agent_ref`.")
+        str | None,
+        typer.Option(
+            "--agent",
+            "-a",
+            help="Agent for rows without `agent_ref`: a name, or a Python file or module defining "
+            "your own (FILE[:NAME]).",
+        ),
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Use only the first N input rows.", min=1)] = None,
     num_repeats: Annotated[int, typer.Option(help="Rollouts per row (repeats are consecutive).", min=1)] = 1,
@@ -60,7 +68,15 @@ def collect_command(
         ),
     ] = DEFAULT_TIMEOUTS.rollout,
     model_url: ModelUrl = None,
-    model: ModelName = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            envvar="POLICY_MODEL",
+            help="Model name at --model-url; without it, the model function serving the policy: "
+            "a Python file or module defining your own (FILE[:NAME]), or an installed model's name.",
+        ),
+    ] = None,
     model_api_key: ModelKey = None,
     model_api: ModelApi = "responses",
     token_capture: TokenCapture = True,
@@ -70,6 +86,10 @@ def collect_command(
     With no NATS_URL set, starts an embedded nats-server and the workers the dataset's agents need
     (environment, agent, and the offline policy unless a model URL is given), collects, and stops them.
     With NATS_URL set, uses the workers already serving there.
+
+    An agent or a policy model of your own goes where a built-in goes: `--agent my_agent.py`
+    (FILE[:NAME], or a module) runs the agent that file defines, over the environment it names;
+    `--model my_model.py` (with no --model-url) serves the policy with the Model it defines.
 
     Example:
 
@@ -82,9 +102,14 @@ def collect_command(
     file; **4** finished with no rollout (all failed, every row was bad, or the input is empty);
     **130** / **143** interrupted by Ctrl-C / SIGTERM (`--resume` finishes the run).
     """
+    nats_url = nats_url_from_env()
+    try:
+        chosen = own_functions(agent, None if model_url else model, shared_bus=nats_url is not None)
+    except SourceError as exc:
+        fail(str(exc), ExitCode.USAGE)
     options = CollectOptions(
-        input=input, output=output, agent=agent, limit=limit, num_repeats=num_repeats, concurrency=concurrency,
-        resume=resume, workers=workers, nats_url=nats_url_from_env(),
+        input=input, output=output, agent=chosen.agent, policy=chosen.policy, own=chosen.own, limit=limit,
+        num_repeats=num_repeats, concurrency=concurrency, resume=resume, workers=workers, nats_url=nats_url,
         model=model_options(model_url, model, model_api_key, model_api, token_capture) if model_url else None,
         timeouts=replace(DEFAULT_TIMEOUTS, rollout=rollout_timeout),
     )  # fmt: skip

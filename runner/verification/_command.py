@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from gymbus.bus import nats_url_from_env
-from gymbus.functions import AGENTS
+from gymbus.functions import AGENTS, Agent, FunctionClash
 from gymbus.schemas import DEFAULT_LIMITS, GymError
 
 from .._console import ExitCode, err, fail, plural, say, show_list
@@ -19,6 +19,7 @@ from .._input import nearest, open_input
 from .._interrupts import Interrupts, interrupted_exit_code
 from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
 from .._progress import ProgressView
+from .._sources import OwnFunctions, SourceError, is_source
 from ._join import JoinTally
 from ._verify import VerifyOptions, VerifyPaths, VerifyReport, verify_rollouts
 
@@ -39,7 +40,13 @@ def verify_command(
         typer.Option("--output", "-o", help="Rescored rollouts JSONL to write; sidecar files go beside it."),
     ],
     agent: Annotated[
-        str | None, typer.Option("--agent", "-a", help="Agent for rows without `agent_ref`.")
+        str | None,
+        typer.Option(
+            "--agent",
+            "-a",
+            help="Agent for rows without `agent_ref`: a name, or a Python file or module defining your "
+            "own (FILE[:NAME]; the environment it drives verifies).",
+        ),
     ] = None,
     inputs: Annotated[
         Path | None,
@@ -81,6 +88,12 @@ def verify_command(
     disagreements and failures files); **4** finished with no row verified (every row failed, or the
     input is empty); **130** / **143** interrupted by Ctrl-C / SIGTERM.
     """
+    own = OwnFunctions()
+    if agent is not None and is_source(agent):
+        try:
+            agent = own.load(agent, Agent)
+        except (SourceError, FunctionClash) as exc:
+            fail(f"--agent {agent}: {exc}", ExitCode.USAGE)
     if agent is not None and nats_url_from_env() is None and agent not in AGENTS:
         # The embedded default verifies with the built-in agents' environments only.
         fail(
@@ -93,7 +106,8 @@ def verify_command(
     if {input.resolve(), *([inputs.resolve()] if inputs else [])} & outputs:
         fail(f"--output {output} would overwrite an input file; choose another")
     options = VerifyOptions(
-        input=input, output=output, agent=agent, inputs=inputs, concurrency=concurrency, nats_url=nats_url_from_env(),
+        input=input, output=output, agent=agent, own=own, inputs=inputs, concurrency=concurrency,
+        nats_url=nats_url_from_env(),
         model=model_options(model_url, model, model_api_key, model_api, token_capture) if model_url else None,
     )  # fmt: skip
     with ExitStack() as stack:

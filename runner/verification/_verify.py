@@ -69,6 +69,7 @@ from .._input import read_lines
 from .._metrics import Metrics
 from .._output import JsonlWriter, OutputPaths, sidecar
 from .._progress import ProgressView
+from .._sources import OwnFunctions
 from .._workers import WorkerProcesses, start_workers
 from ._join import InputIndex, JoinTally
 from ._rescore import (
@@ -93,6 +94,9 @@ class VerifyOptions:
     """What messages call the input (`<stdin>` for a pipe copied to a file); its path by default."""
     agent: str | None = None
     """Agent of rows without `agent_ref` (NeMo Gym rollout files often have none)."""
+    own: OwnFunctions = field(default_factory=OwnFunctions)
+    """Functions of the user's own, given by file or module (`--agent my_agent.py`): the
+    workers `verify` starts load them from there."""
     concurrency: int = DEFAULT_LIMITS.verify_concurrency
     """Rows in flight at once; also the most rows held for writing in order."""
     inputs: Path | None = None
@@ -271,7 +275,9 @@ async def _start_workers(environments: list[str], bus: Bus, options: VerifyOptio
         return None
     model = policy_adapter(options.model)
     serve = ServeOptions(
-        functions=(*environments, model), model=options.model or ModelOptions(), timeouts=options.timeouts
+        functions=(*options.own.for_worker(environments), model),
+        model=options.model or ModelOptions(),
+        timeouts=options.timeouts,
     )
     log = VerifyPaths.for_output(options.output).workers_log
     workers = WorkerProcesses(serve, bus.url, log, auth=bus.worker_auth())
