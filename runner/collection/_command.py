@@ -24,12 +24,14 @@ from ._collect import CollectOptions, CollectResult, collect
 from ._lock import OutputInUse
 from ._own import own_functions
 from ._plan import PlanChanged
+from ._shared_bus import refused_on_shared_bus
 from ._summary import agent_lines, exit_code, failure_lines, plural, result_line
 
 __all__ = ["collect_command"]
 
 
 def collect_command(
+    ctx: typer.Context,
     input: Annotated[
         Path,
         typer.Option(
@@ -85,7 +87,8 @@ def collect_command(
 
     With no NATS_URL set, starts an embedded nats-server and the workers the dataset's agents need
     (environment, agent, and the offline policy unless a model URL is given), collects, and stops them.
-    With NATS_URL set, uses the workers already serving there.
+    With NATS_URL set, uses the workers already serving there, and refuses the flags that only
+    shape workers it starts (--workers, --model-url and the model's flags).
 
     An agent or a policy model of your own goes where a built-in goes: `--agent my_agent.py`
     (FILE[:NAME], or a module) runs the agent that file defines, over the environment it names;
@@ -113,6 +116,8 @@ def collect_command(
         model=model_options(model_url, model, model_api_key, model_api, token_capture) if model_url else None,
         timeouts=replace(DEFAULT_TIMEOUTS, rollout=rollout_timeout),
     )  # fmt: skip
+    if refused := refused_on_shared_bus(ctx, options.nats_url, options.model):
+        fail(refused, ExitCode.USAGE)
     with ExitStack() as stack:
         source = open_input(stack, input, output.parent)
         _collect_and_exit(replace(options, input=source.path, input_name=source.name))

@@ -286,6 +286,31 @@ def test_resume_into_a_directory_not_made_yet(tmp_path: Path) -> None:
     assert len(read_jsonl(out)) == 5
 
 
+def test_worker_flags_on_a_shared_bus_are_refused_not_dropped(nats_url: str, tmp_path: Path) -> None:
+    """With NATS_URL set, collect starts no workers: a model or worker count given to it
+    would be silently ignored, and the rows would come from whatever serves the bus."""
+    out = tmp_path / "mu.jsonl"
+    args = ["collect", "-i", str(EXAMPLES / f"{WEATHER}.jsonl"), "-o", str(out), "--agent", WEATHER_AGENT]
+    done = run_cli(*args, "--model-url", "http://127.0.0.1:9/v1", "--model", "foo", "--workers", "4",
+                   env={"NATS_URL": nats_url})  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert (
+        f"error: --model-url, --model, --workers: with NATS_URL set ({nats_url}) collect starts no workers"
+    ) in done.stderr
+    assert f"`NATS_URL={nats_url} gym-runner serve openai --model-url http://127.0.0.1:9/v1 --model foo" in (
+        done.stderr
+    )
+    assert "unset NATS_URL" in done.stderr and sorted(tmp_path.iterdir()) == []
+
+    alone = run_cli(*args, "--workers", "4", env={"NATS_URL": nats_url})
+    assert alone.returncode == 2 and "error: --workers: with NATS_URL set" in alone.stderr, alone.stderr
+
+    # From the environment, the model is the serve processes': collect goes on (to find no agent here).
+    from_env = run_cli(*args, env={"NATS_URL": nats_url, "POLICY_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert from_env.returncode == 1, from_env.stderr
+    assert f"--agent {WEATHER_AGENT}: no worker serves it" in from_env.stderr
+
+
 async def test_collect_uses_the_workers_already_on_the_bus(nats_url: str, tmp_path: Path) -> None:
     stop = asyncio.Event()
     workers = asyncio.create_task(
