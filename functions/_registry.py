@@ -14,9 +14,11 @@ environment brings the agents it names in `agents`. Two sources that define one 
 an error naming both (`FunctionClash`): a name is a subject on the bus, and two different
 functions serving one subject would answer each other's rollouts.
 
-Built-in environments are imported when first asked for (a worker imports what it
-serves); the installed packages' entry points are loaded at the first lookup, so a clash
-with them is found by whichever process looks a name up.
+Built-ins are known by entry point ("module:attribute", as Gymnasium's `EnvSpec` stores
+one), so listing names imports none of them: a function's module is imported when it is
+first used (a worker imports what it serves). An installed package's entry point may name
+a module, whose names are known only once it is imported: those are loaded at the first
+lookup, so a clash with them is found by whichever process looks a name up.
 """
 
 from __future__ import annotations
@@ -34,8 +36,7 @@ from typing import Generic, TypeVar
 
 from ._spec import Agent, Environment, Model, ModelOptions
 from .agents import AGENT_KINDS, AGENT_MODELS
-from .environments import builtin_environment, builtin_environment_names
-from .models import MODELS as BUILTIN_MODELS
+from .environments import AGENT_ENTRY_POINTS, ENVIRONMENT_ENTRY_POINTS
 
 __all__ = [
     "AGENTS",
@@ -89,29 +90,35 @@ def agents_of(env: Environment) -> dict[str, Agent]:
     }
 
 
-@cache
-def _builtin_agents(env: str) -> dict[str, Agent]:
-    found = builtin_environment(env)
-    return agents_of(found) if found is not None else {}
+MODEL_ENTRY_POINTS: dict[str, str] = {
+    "offline": "gymbus.functions.models.offline:MODEL",
+    "openai": "gymbus.functions.models:OPENAI",
+    "vllm": "gymbus.functions.models:VLLM",
+}
+"""Every built-in model adapter, by name: where it is defined."""
+
+Kind = type[Environment] | type[Agent] | type[Model]
+
+_BUILT_INS: dict[str, tuple[str, Kind]] = {
+    **{name: (entry_point, Environment) for name, entry_point in ENVIRONMENT_ENTRY_POINTS.items()},
+    **{name: (entry_point, Agent) for name, entry_point in AGENT_ENTRY_POINTS.items()},
+    **{name: (entry_point, Model) for name, entry_point in MODEL_ENTRY_POINTS.items()},
+}
+"""Every built-in function, by name: its entry point and its kind, known without importing it."""
 
 
+@cache  # one object per name: an environment's agents are made afresh by each `agents_of`
 def _builtin(name: str) -> Spec | None:
-    """The built-in function `name`, importing at most the one environment it belongs to:
-    a built-in agent's name starts with its environment's (tests/functions/test_registry.py)."""
-    env = builtin_environment(name)
-    if env is not None:
-        return env
-    if name in BUILTIN_MODELS:
-        return BUILTIN_MODELS[name]
-    for env_name in builtin_environment_names():
-        if name.startswith(f"{env_name}_") and name in _builtin_agents(env_name):
-            return _builtin_agents(env_name)[name]
-    return None
-
-
-def _builtin_names() -> list[str]:
-    envs = builtin_environment_names()
-    return [*envs, *(agent for env in envs for agent in _builtin_agents(env)), *BUILTIN_MODELS]
+    """The built-in function `name`, its module imported now; `None` if there is none."""
+    if name not in _BUILT_INS:
+        return None
+    entry_point, kind = _BUILT_INS[name]
+    loaded = importlib.metadata.EntryPoint(name, entry_point, BUILT_IN).load()
+    if kind is Agent and isinstance(loaded, Environment):
+        loaded = agents_of(loaded).get(name)
+    if not isinstance(loaded, kind) or loaded.name != name:
+        raise TypeError(f"the entry point {entry_point} of {name!r} is not the {kind.__name__} {name!r}")
+    return loaded
 
 
 class Registry:
@@ -135,12 +142,19 @@ class Registry:
         raise KeyError(f"no function named {name!r}{hint}{broken}")
 
     def get(self, name: str) -> Spec | None:
-        """The function called `name`, or `None`."""
-        self._load_entry_points()
-        if self._clash is not None:
-            raise self._clash
+        """The function called `name` (its module imported now, if it is a built-in), or `None`."""
+        self._load_installed()
         added = self._added.get(name)
         return added[0] if added is not None else _builtin(name)
+
+    def kind(self, name: str) -> Kind | None:
+        """Whether `name` is an `Environment`, an `Agent` or a `Model` (`None`: no function),
+        without importing it."""
+        self._load_installed()
+        added = self._added.get(name)
+        if added is not None:
+            return type(added[0])
+        return _BUILT_INS[name][1] if name in _BUILT_INS else None
 
     def source(self, name: str) -> str:
         """Where the function called `name` comes from (for messages)."""
@@ -149,11 +163,9 @@ class Registry:
         return added[1] if added is not None else BUILT_IN
 
     def names(self) -> list[str]:
-        """Every function name: environments, agents and models (imports every built-in)."""
-        self._load_entry_points()
-        if self._clash is not None:
-            raise self._clash
-        return sorted({*_builtin_names(), *self._added})
+        """Every function name: environments, agents and models (importing none of them)."""
+        self._load_installed()
+        return sorted({*_BUILT_INS, *self._added})
 
     def add(self, specs: Iterable[Spec], source: str) -> list[str]:
         """Register `specs` (and the agents each environment declares) as coming from
@@ -199,6 +211,12 @@ class Registry:
         if builtin is not None and not _same(builtin, spec):
             raise FunctionClash(f"{spec.name!r} is defined twice: by {BUILT_IN} and by {source}")
 
+    def _load_installed(self) -> None:
+        """Load the installed packages' entry points, once; `FunctionClash` if two define one name."""
+        self._load_entry_points()
+        if self._clash is not None:
+            raise self._clash
+
     def _load_entry_points(self) -> None:
         if self._entry_points_loaded:
             return
@@ -238,9 +256,10 @@ class _Table(Mapping[str, T], Generic[T]):
         return spec
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and isinstance(self._registry.get(name), self._kind)
+        kind = self._registry.kind(name) if isinstance(name, str) else None
+        return kind is not None and issubclass(kind, self._kind)
 
-    def __iter__(self) -> Iterator[str]:
+    def __iter__(self) -> Iterator[str]:  # names only: the functions are imported by `[name]`
         return iter([name for name in self._registry.names() if name in self])
 
     def __len__(self) -> int:

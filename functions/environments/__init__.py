@@ -1,30 +1,46 @@
 """Environments: every public module here defines one, `ENVIRONMENT`, named as its module is.
 
-A module is imported when its environment is first asked for, so a worker imports only
-the environments it serves (code_gen's sandbox, the workplace's tables, reasoning-gym's
-scorers are not every process's cost).
+The registry knows them by entry point ("module:attribute", as Gymnasium's `EnvSpec`
+stores one), listed here with the agents each declares, so listing names imports no
+environment: a module is imported when one of its functions is first used, and a worker
+imports only the environments it serves (code_gen's sandbox, the workplace's tables,
+reasoning-gym's scorers are not every process's cost). tests/functions/test_registry.py
+checks this table against the modules.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+__all__ = ["AGENT_ENTRY_POINTS", "ENVIRONMENT_ENTRY_POINTS"]
 
-from .._spec import Environment
+_DECLARED: dict[str, tuple[str, ...]] = {
+    "code_gen": ("code_gen_simple_agent",),
+    "equivalence_llm_judge": ("equivalence_llm_judge_simple_agent",),
+    "example_multi_step": ("example_multi_step_simple_agent",),
+    "example_multi_turn": ("example_multi_turn_agent",),
+    "example_session_state_mgmt": ("example_session_state_mgmt_simple_agent",),
+    "example_single_tool_call": ("example_single_tool_call_simple_agent",),
+    "google_search": ("google_search_simple_agent",),
+    "instruction_following": ("instruction_following_simple_agent",),
+    "math_advanced_calculations": ("math_advanced_calculations_simple_agent",),
+    "math_with_judge": ("math_with_judge_simple_agent",),
+    "mcqa": ("mcqa_simple_agent",),
+    "reasoning_gym": ("reasoning_gym_simple_agent",),
+    "structured_outputs": (
+        "structured_outputs_simple_agent",
+        "structured_outputs_v3_simple_agent",
+        "structured_outputs_v4_simple_agent",
+        "structured_outputs_all_formats_simple_agent",
+    ),
+    "workplace_assistant": ("workplace_assistant_simple_agent",),
+}
+"""Each module here, by its environment's name: the agents that environment declares."""
 
-__all__ = ["builtin_environment", "builtin_environment_names"]
+ENVIRONMENT_ENTRY_POINTS: dict[str, str] = {name: f"{__name__}.{name}:ENVIRONMENT" for name in _DECLARED}
+"""Every built-in environment, by name: where it is defined."""
 
-
-def builtin_environment_names() -> list[str]:
-    """The name of every built-in environment, without importing any."""
-    return sorted(module.name for module in pkgutil.iter_modules(__path__) if not module.name.startswith("_"))
-
-
-def builtin_environment(name: str) -> Environment | None:
-    """The built-in environment called `name` (its module imported now), or `None`."""
-    if name not in builtin_environment_names():
-        return None
-    env = getattr(importlib.import_module(f"{__name__}.{name}"), "ENVIRONMENT", None)
-    if not isinstance(env, Environment) or env.name != name:
-        raise TypeError(f"{__name__}.{name} must define ENVIRONMENT, an Environment named {name!r}")
-    return env
+AGENT_ENTRY_POINTS: dict[str, str] = {
+    agent: ENVIRONMENT_ENTRY_POINTS[env] for env, agents in _DECLARED.items() for agent in agents
+}
+"""Every built-in agent, by name: the environment that declares it. An agent is made from
+its environment's spec (the agent's kind and step limit are fields of it), so using one
+imports that one environment's module."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pkgutil
 import subprocess
 import sys
 import textwrap
@@ -15,16 +16,21 @@ from gymbus.functions import (
     AGENTS,
     ENVIRONMENTS,
     MODELS,
-    REGISTRY,
     Agent,
     Environment,
     FunctionClash,
     Registry,
     VerifyResult,
+    environments,
     find,
     names,
 )
-from gymbus.functions.environments import builtin_environment_names
+from gymbus.functions.environments import AGENT_ENTRY_POINTS, ENVIRONMENT_ENTRY_POINTS
+from gymbus.functions.models import MODELS as BUILTIN_MODELS
+
+ENVIRONMENT_MODULES = sorted(
+    module.name for module in pkgutil.iter_modules(environments.__path__) if not module.name.startswith("_")
+)
 
 
 async def _verify(request: object, session: object) -> VerifyResult:
@@ -40,15 +46,19 @@ def registry() -> Registry:
     return Registry(group="gymbus.functions.tests-none")  # no installed package declares this group
 
 
-def test_every_builtin_agent_is_named_after_its_environment() -> None:
-    # What lets a process find a built-in agent by importing only its environment.
-    for name, agent in AGENTS.items():
-        if REGISTRY.source(name) == REGISTRY.source("mcqa"):
-            assert name.startswith(f"{agent.environment}_"), name
+def test_the_builtin_entry_points_are_the_modules_and_what_they_declare() -> None:
+    assert sorted(ENVIRONMENT_ENTRY_POINTS) == ENVIRONMENT_MODULES
+    listed = {
+        env: sorted(a for a, at in AGENT_ENTRY_POINTS.items() if at == ENVIRONMENT_ENTRY_POINTS[env])
+        for env in ENVIRONMENT_MODULES
+    }
+    assert listed == {env: sorted(ENVIRONMENTS[env].agents) for env in ENVIRONMENT_MODULES}
+    assert all(AGENTS[name].name == name for name in AGENT_ENTRY_POINTS)
+    assert {name: MODELS[name] for name in BUILTIN_MODELS} == BUILTIN_MODELS
 
 
 def test_the_tables_hold_each_kind_and_names_holds_them_all() -> None:
-    assert set(builtin_environment_names()) <= set(ENVIRONMENTS)
+    assert set(ENVIRONMENT_MODULES) <= set(ENVIRONMENTS)
     assert "mcqa_simple_agent" in AGENTS and "mcqa_simple_agent" not in ENVIRONMENTS
     assert {"offline", "openai", "vllm"} <= set(MODELS)
     assert set(names()) == {*ENVIRONMENTS, *AGENTS, *MODELS}
@@ -136,17 +146,39 @@ def test_a_file_without_functions_is_refused(registry: Registry, module_dir: Pat
         registry.load(str(path))
 
 
-def test_a_process_imports_only_the_environment_it_looks_up() -> None:
-    code = textwrap.dedent("""
+def _imported_after(code: str) -> set[str]:
+    """The modules of GymBus's environments and models a fresh interpreter has imported after `code`."""
+    code = textwrap.dedent(code) + textwrap.dedent("""
         import json, sys
-        from gymbus.functions import find
-        find("mcqa_simple_agent"); find("example_single_tool_call"); find("offline")
-        print(json.dumps(sorted(m for m in sys.modules if m.startswith("gymbus.functions.environments."))))
+        prefixes = ("gymbus.functions.environments.", "gymbus.functions.models")
+        print(json.dumps(sorted(m for m in sys.modules if m.startswith(prefixes))))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    modules = {name.rsplit(".", 1)[1] for name in json.loads(out.stdout)}
-    assert {"mcqa", "example_single_tool_call"} <= modules
-    assert modules & set(builtin_environment_names()) == {"mcqa", "example_single_tool_call"}
+    return set(json.loads(out.stdout))
+
+
+def test_listing_names_imports_no_function() -> None:
+    imported = _imported_after("""
+        from gymbus.functions import AGENTS, ENVIRONMENTS, MODELS, names
+        assert len(names()) > 20 and "mcqa" in ENVIRONMENTS and "mcqa" not in AGENTS
+        assert "mcqa_simple_agent" in list(AGENTS) and "offline" in list(MODELS)
+    """)
+    assert imported == set()
+
+
+def test_a_process_imports_only_the_environment_it_looks_up() -> None:
+    imported = _imported_after("""
+        from gymbus.functions import find
+        find("mcqa_simple_agent"); find("example_single_tool_call"); find("offline")
+    """)
+    environments = {
+        name.split(".")[3] for name in imported if name.startswith("gymbus.functions.environments.")
+    }
+    assert environments & set(ENVIRONMENT_MODULES) == {"mcqa", "example_single_tool_call"}
+    assert (
+        "gymbus.functions.models.offline" in imported
+        and "gymbus.functions.models.openai_model" not in imported
+    )
 
 
 def _distribution(site: Path, name: str, group: str, entries: dict[str, str]) -> None:
