@@ -51,7 +51,16 @@ from .hosting import (
     serve_functions,
 )
 from .policy import AdapterSyncer, PolicyPublisher, Published, sync_adapters
-from .run import RunBook, RunClient, RunResult, Submitted, Verifier, not_served, unserved_row
+from .run import (
+    RunBook,
+    RunClient,
+    RunResult,
+    Submitted,
+    Verifier,
+    not_sent_message,
+    not_served,
+    unserved_row,
+)
 from .security import ENV_VARS, BusAuth, Role
 from .wire import nested_deeper, request, subjects
 
@@ -88,6 +97,7 @@ __all__ = [
     "model_service",
     "nats_url_from_env",
     "nested_deeper",
+    "not_sent_message",
     "not_served",
     "open_bus",
     "request",

@@ -1,22 +1,40 @@
-"""Worker processes a command (`collect`, `verify`, `check`) starts for itself, on the
-embedded server: started, waited for until they serve what they were started for, and
-stopped, also when starting them fails."""
+"""Worker processes a command starts for itself, and their supervision: the one owner for
+`collect`, `verify` and `check` on the embedded default, the front NeMo Gym starts from a
+trainer's config, and `serve --replicas`.
+
+Every process of a group serves the group's functions. One that exits while the group is
+not stopping is replaced after a backoff (`Timeouts.worker_restart`, doubling up to
+`Timeouts.worker_restart_most`), and the replacement is logged and counted (`restarts`):
+the tasks the dead one held come back, to the others or to its replacement, by
+redelivery. A process that exits within `Timeouts.worker_steady` of its start failed to
+start; after `Limits.worker_failed_starts` of those in a row the group is given up on
+(`failed` says why, from its log): a function that crashes on import is reported, not
+restarted forever.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from gymbus.bus import ENV_VARS, Bus, BusAuth, ServeOptions, die_with_parent
 from gymbus.schemas import BusUnavailable, Timeouts
 
 __all__ = ["WorkerProcesses", "start_workers", "stop_workers", "worker_command"]
+
+log = logging.getLogger("gymbus.workers")
+
+POLL_EVERY = 0.25
+"""Seconds between two looks at a group's processes: a dead worker is noticed within this."""
 
 
 def worker_command(options: ServeOptions) -> list[str]:
@@ -37,91 +55,208 @@ def worker_command(options: ServeOptions) -> list[str]:
     return command
 
 
+@dataclass
+class _Slot:
+    """One place in a group: its process, when it started, and its failed starts in a row."""
+
+    process: subprocess.Popen[bytes]
+    started: float
+    failed_starts: int = 0
+    restart_at: float | None = None
+    """When the exited process is replaced; `None` while it runs."""
+
+
 class WorkerProcesses:
-    """`count` processes of `gym-runner serve` connecting with `auth`, their output
-    appended to `log`, which is kept: failure rows of a bug say "see the worker log"."""
+    """`count` processes of `gym-runner serve` connecting with `auth`, their output appended
+    to `log`, which is kept: failure rows of a bug say "see the worker log". Supervised
+    while `supervise()` runs, or whenever `check()` is called; see the module docstring."""
 
     def __init__(
-        self, options: ServeOptions, url: str, log: Path, count: int = 1, auth: BusAuth | None = None
+        self,
+        options: ServeOptions,
+        url: str,
+        log: Path,
+        count: int = 1,
+        auth: BusAuth | None = None,
+        *,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.options = options
         self.url = url
         self.auth = auth or BusAuth()
         self.count = count
-        self.children: list[subprocess.Popen[bytes]] = []
         self.log = log
+        self.timeouts = options.timeouts
+        self.limits = options.limits
+        self.extra_env = env or {}
+        self.slots: list[_Slot] = []
+        self.restarts = 0
+        """Processes replaced so far."""
+        self.failed: str | None = None
+        """Why the group was given up on: its processes kept exiting as they started."""
+        self.last_exit: str | None = None
+        """How the last process that exited ended, and its log's last line."""
+        self.stopping = False
+
+    @property
+    def name(self) -> str:
+        return ", ".join(self.options.functions)
+
+    @property
+    def children(self) -> list[subprocess.Popen[bytes]]:
+        """The current process of each slot (a replaced one's successor)."""
+        return [slot.process for slot in self.slots]
 
     def start(self) -> None:
+        """Start `count` processes."""
+        now = time.monotonic()
+        self.slots = [_Slot(self._spawn(), now) for _ in range(self.count)]
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
         # Credentials by environment (a file's path), never on a command line.
         inherited = {name: value for name, value in os.environ.items() if name not in ENV_VARS}
-        env = {**inherited, "NATS_URL": self.url, **self.auth.as_env()}
+        env = {**inherited, "NATS_URL": self.url, **self.auth.as_env(), **self.extra_env}
         if self.options.model.api_key:
             env["POLICY_API_KEY"] = self.options.model.api_key  # by environment, never on a command line
-        with open(self.log, "ab") as log:
-            for _ in range(self.count):
-                self.children.append(
-                    subprocess.Popen(
-                        worker_command(self.options),
-                        env=env,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL,
-                        # Out of our process group: a terminal's Ctrl-C is for the runner,
-                        # which stops the workers once the rollouts in flight are written.
-                        start_new_session=True,
-                        preexec_fn=die_with_parent,  # noqa: PLW1509 - no threads yet; workers die with us
-                    )
-                )
+        with open(self.log, "ab") as out:
+            process = subprocess.Popen(
+                worker_command(self.options),
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                # Out of our process group: a terminal's Ctrl-C is for the runner,
+                # which stops the workers once the rollouts in flight are written.
+                start_new_session=True,
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - no threads yet; workers die with us
+            )
+        log.debug("started worker process %d serving %s", process.pid, self.name)
+        return process
 
-    def check(self) -> None:
-        """`BusUnavailable` with the log's tail if a worker has exited."""
-        for child in self.children:
-            if child.poll() is not None:
-                raise BusUnavailable(f"a worker process exited with code {child.returncode}:\n{self._tail()}")
+    def poll(self, now: float | None = None) -> None:
+        """Replace the processes that exited, once their backoff is over; give the group up
+        after too many failed starts in a row."""
+        now = time.monotonic() if now is None else now
+        for slot in self.slots:
+            if self.stopping or self.failed:
+                return
+            if slot.restart_at is None and slot.process.poll() is not None:
+                self._exited(slot, now)
+            elif slot.restart_at is not None and now >= slot.restart_at:
+                slot.process, slot.started, slot.restart_at = self._spawn(), now, None
+                self.restarts += 1
+                log.warning("replaced a worker process serving %s with process %d (%d replaced so far)",
+                            self.name, slot.process.pid, self.restarts)  # fmt: skip
 
-    def check_any_alive(self) -> None:
-        """`BusUnavailable` with the log's tail once every worker has exited (one that is left
-        takes the tasks of the others)."""
-        if self.children and all(child.poll() is not None for child in self.children):
-            codes = ", ".join(str(child.returncode) for child in self.children)
-            raise BusUnavailable(f"every worker process exited (codes {codes}):\n{self._tail()}")
+    def _exited(self, slot: _Slot, now: float) -> None:
+        code = slot.process.returncode
+        self.last_exit = f"worker process {slot.process.pid} exited with code {code}: {self._last_line()}"
+        ran = now - slot.started
+        slot.failed_starts = slot.failed_starts + 1 if ran < self.timeouts.worker_steady else 0
+        if slot.failed_starts >= self.limits.worker_failed_starts:
+            self.failed = (
+                f"the worker processes serving {self.name} exited {slot.failed_starts} times in a row "
+                f"as they started; the last: {self.last_exit} (see {self.log})"
+            )
+            log.error("%s; not restarting them", self.failed)
+            return
+        backoff = min(self.timeouts.worker_restart * 2 ** max(slot.failed_starts - 1, 0),
+                      self.timeouts.worker_restart_most)  # fmt: skip
+        slot.restart_at = now + backoff
+        log.warning("%s after %.1f s; replacing it in %.1f s", self.last_exit, ran, backoff)
+
+    def _last_line(self) -> str:
+        lines = [line for line in self._tail().splitlines() if line.strip()]
+        return lines[-1].strip() if lines else "(its log is empty)"
 
     def _tail(self) -> str:
-        return self.log.read_text(errors="replace")[-2000:]
+        try:
+            with open(self.log, "rb") as log_file:
+                log_file.seek(max(0, log_file.seek(0, os.SEEK_END) - 4000))
+                return log_file.read().decode(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    @property
+    def alive(self) -> int:
+        """How many of its processes run now."""
+        return sum(1 for slot in self.slots if slot.process.poll() is None)
+
+    def check(self) -> None:
+        """Supervise once (`poll`); `BusUnavailable` with the log's tail if the group was
+        given up on and none of its processes is left."""
+        self.poll()
+        if self.failed and not self.alive:
+            raise BusUnavailable(f"{self.failed}:\n{self._tail()}")
+
+    async def supervise(self) -> None:
+        """Keep the group's processes running until it stops (`poll`, every `POLL_EVERY`)."""
+        while not (self.stopping or self.failed):
+            self.poll()
+            await asyncio.sleep(POLL_EVERY)
 
     def stop(self, timeout: float) -> None:
         """SIGTERM every worker (they finish in-flight work), SIGKILL any left after `timeout`."""
-        for child in self.children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
+        self.stopping = True
+        for process in self.children:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        for child in self.children:
+        for process in self.children:
             try:
-                child.wait(max(0.1, deadline - time.monotonic()))
+                process.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+                process.kill()
+                process.wait()
+
+
+class Supervised:
+    """Groups of worker processes started and supervised together until `stop`."""
+
+    def __init__(self, groups: Sequence[WorkerProcesses]) -> None:
+        self.groups = list(groups)
+        self._tasks = [
+            asyncio.create_task(group.supervise(), name=f"supervising {group.name}") for group in groups
+        ]
+
+    def check(self) -> None:
+        """`BusUnavailable` once a group was given up on with none of its processes left."""
+        for group in self.groups:
+            if group.failed and not group.alive:
+                group.check()
+
+    async def stop(self, timeout: float) -> None:
+        """Stop supervising, then stop every group (see `WorkerProcesses.stop`). In threads:
+        the caller's connection keeps answering the server's pings meanwhile."""
+        for group in self.groups:
+            group.stopping = True
+        for task in self._tasks:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(asyncio.to_thread(group.stop, timeout) for group in self.groups))
 
 
 async def start_workers(
     bus: Bus, groups: Sequence[tuple[WorkerProcesses, Sequence[str]]], timeouts: Timeouts
-) -> list[WorkerProcesses]:
-    """Start each group and wait, up to `timeouts.worker_start`, until it serves its
-    services; `BusUnavailable` (with the workers' log) if one exits first. On any failure,
-    Ctrl-C included, every group is stopped before raising: none is left running without us."""
+) -> Supervised:
+    """Start and supervise each group, and wait, up to `timeouts.worker_start`, until it
+    serves its services; `BusUnavailable` (with the workers' log) if a group is given up on
+    first. On any failure, Ctrl-C included, every group is stopped before raising: none is
+    left running without us."""
     for group, _ in groups:
         group.start()
+    supervised = Supervised([group for group, _ in groups])
     try:
         for group, services in groups:
             await bus.wait_served(list(services), timeouts.worker_start, check=group.check)
     except BaseException:
-        for group, _ in groups:
-            group.stop(timeouts.drain)
+        await supervised.stop(timeouts.drain)
         raise
-    return [group for group, _ in groups]
+    return supervised
 
 
-async def stop_workers(groups: Sequence[WorkerProcesses], timeout: float) -> None:
-    """Stop every group (see `WorkerProcesses.stop`). In threads: the caller's connection
-    keeps answering the server's pings meanwhile."""
-    await asyncio.gather(*(asyncio.to_thread(group.stop, timeout) for group in groups))
+async def stop_workers(supervised: Supervised | None, timeout: float) -> None:
+    """Stop the supervised groups (see `Supervised.stop`); nothing if none were started."""
+    if supervised is not None:
+        await supervised.stop(timeout)

@@ -85,6 +85,20 @@ class Timeouts:
     command at once). A worker imports its functions' libraries before it answers
     (reasoning-gym, math-verify, NLTK: measured 29 s for six environments on a two-core
     machine under load), so a busy machine needs minutes."""
+    unserved_grace: float = 30.0
+    """A rollout already waiting for an agent that no live worker serves any more is answered
+    "no worker" after this long without one (a worker being replaced, or restarted on
+    another machine, comes back sooner); at once where the workers that served it were
+    given up on."""
+    worker_restart: float = 0.5
+    """A worker process a command started that exits is replaced after this; the wait
+    doubles with each failed start in a row (`worker_steady`), up to `worker_restart_most`."""
+    worker_restart_most: float = 30.0
+    """The longest wait before a worker process that exited is replaced."""
+    worker_steady: float = 30.0
+    """A worker process that exits sooner than this after its start failed to start (a
+    function that crashes on import); one that ran longer started fine (it crashed on
+    something it was doing, and its replacement starts with a clean slate)."""
     drain: float = 10.0
     """Graceful shutdown: how long in-flight requests may take to finish."""
     reconnect_window: float = 10.0
@@ -167,6 +181,9 @@ class Limits:
     """Requests one endpoint handles at once in one process; more wait in the client queue."""
     agent_concurrency: int = 256
     """Rollouts one agent worker process runs at once."""
+    worker_failed_starts: int = 5
+    """Failed starts in a row (`Timeouts.worker_steady`) after which a command stops
+    replacing a worker process and reports why (its log's last line)."""
     cpu_bound_calls: int = 4
     """Calls of `cpu_bound` environments a worker process runs at once, each in a thread
     (the others wait, their callers hearing keep-alives). Python runs one thread at a time:

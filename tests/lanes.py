@@ -56,6 +56,7 @@ SLOW = {
     "integration/test_search_and_multi_turn.py",
     "integration/test_own_environment.py",
     "integration/test_serve.py",
+    "integration/test_started_front.py",
     "integration/test_stopping_without_a_bus.py",
     "integration/test_text_verifier_environments.py",
     "integration/test_tool_environments.py",

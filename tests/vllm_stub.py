@@ -10,6 +10,7 @@ body is recorded with its endpoint.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,12 +45,14 @@ class VllmStub:
     """What `/v1/load_lora_adapter` answers (anything but 200 refuses the adapter)."""
     check_models: bool = False
     adapters: set[str] = field(default_factory=set)
+    delay: float = 0.0
+    """Seconds each chat takes (rollouts long enough to be in flight when a worker is killed)."""
 
     def reset(self) -> None:
         """Answer normally again and forget the requests (one stub serves a module's tests)."""
         fresh = VllmStub()
         for name in ("status", "message", "fail_next", "token_ids", "rendering", "chat_prompt", "content",
-                     "load_status", "check_models"):  # fmt: skip
+                     "load_status", "check_models", "delay"):  # fmt: skip
             setattr(self, name, getattr(fresh, name))
         self.requests.clear()
         self.adapters.clear()
@@ -57,6 +60,7 @@ class VllmStub:
     async def chat(self, request: Request) -> JSONResponse:
         body = await request.json()
         self.requests.append(("chat", body))
+        await asyncio.sleep(self.delay)
         if self.check_models and body.get("model") not in {"stub", *self.adapters}:
             return JSONResponse(
                 {"error": {"message": f"The model `{body.get('model')}` does not exist."}}, 404

@@ -4,7 +4,7 @@ mid-rollout costs a redelivery; the environment and model routes are requests.
 """
 
 from ._calls import FrontBus, ServedAgent
-from ._runs import Outcome, OutcomeStatus, RolloutRequests
+from ._runs import Outcome, OutcomeStatus, RolloutRequests, WhyUnserved
 from ._talk import talk
 
-__all__ = ["FrontBus", "Outcome", "OutcomeStatus", "RolloutRequests", "ServedAgent", "talk"]
+__all__ = ["FrontBus", "Outcome", "OutcomeStatus", "RolloutRequests", "ServedAgent", "WhyUnserved", "talk"]

@@ -29,7 +29,7 @@ from gymbus.schemas import (
 
 from ..connection import Bus
 from ..wire import subjects
-from ._runs import Outcome, RolloutRequests
+from ._runs import Outcome, RolloutRequests, WhyUnserved
 from ._talk import talk
 
 __all__ = ["FrontBus", "ServedAgent"]
@@ -54,9 +54,16 @@ class FrontBus:
 
     @classmethod
     async def open(
-        cls, bus: Bus, *, limits: Limits = DEFAULT_LIMITS, timeouts: Timeouts = DEFAULT_TIMEOUTS
+        cls,
+        bus: Bus,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        why_unserved: WhyUnserved = lambda _: None,
     ) -> FrontBus:
-        return cls(bus, await RolloutRequests.open(bus, limits=limits, timeouts=timeouts), timeouts)
+        """`why_unserved` says why an agent's workers were given up on (see `RolloutRequests`)."""
+        runs = await RolloutRequests.open(bus, limits=limits, timeouts=timeouts, why_unserved=why_unserved)
+        return cls(bus, runs, timeouts)
 
     async def close(self) -> None:
         await self._runs.close()

@@ -3,28 +3,37 @@
 A NeMo Gym client posts one row and waits for its rollout on the same connection. Here
 that row becomes a task of one long-lived run (`RunClient`, which owns the protocol), so
 the rollout runs on whichever agent worker pulls it, and a worker killed mid-rollout
-costs a redelivery to another worker, not an error to the client. The caller waits for
-the result of its own task only; a second result of the same task (a redelivered task
-that ran twice) finds no one waiting and is dropped.
+costs a redelivery to another worker, not an error to the client. How each task ends,
+and the words for it, are the run's `RunBook`'s, as for `collect` and the trainers; the
+caller waits for the row its own task ends with. A second result of the same task (a
+redelivered task that ran twice) finds it ended and is dropped.
 
-How a request ends, and why (`Outcome.status`):
+How a request ends (`Outcome.status`, from the row's failure class):
 
 - `ROLLOUT`: the agent's rollout row, rewarded.
-- `FAILED`: the agent's failure row (`_ng_failure_class`): the rollout ran and failed,
-  a fact about this row, not about the bus.
-- `UNAVAILABLE`: nobody can run it now (no worker serves the agent, the bus is away):
-  asking again later may succeed.
+- `FAILED`: the agent's failure row: the rollout ran and failed, a fact about this row,
+  not about the bus.
+- `UNAVAILABLE`: nobody can run it now (`no_worker`: no live worker serves the agent, and
+  none is coming; `bus_unavailable`: the bus is away, or the front is stopping): asking
+  again later may succeed.
 - `LOST`: the workers died on the task every time it was delivered, or no result came by
   its deadline: whether it could ever run is unknown, so it is the infrastructure's.
+
+Nobody waits long for an agent nobody serves: a request for one is answered at once, and
+the requests already waiting for one are answered once it has gone unserved for
+`Timeouts.unserved_grace` (a worker being replaced comes back sooner), or at once where the
+workers that served it were given up on (`why_unserved`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import msgspec
@@ -41,7 +50,7 @@ from gymbus.schemas import (
 )
 
 from ..connection import Bus
-from ..run import EXPIRED, RunClient, given_up_message
+from ..run import RunBook, RunClient, serve_hint, unserved_row
 
 __all__ = ["Outcome", "OutcomeStatus", "RolloutRequests"]
 
@@ -51,8 +60,14 @@ SERVED_FOR = 0.5
 """Seconds a sign of life vouches for an agent: a worker's answer to a ping, or a result of
 the agent's. Every `/run` asks whether its agent is served; thousands posted at once must
 not become thousands of pings to a worker busy with their rollouts."""
+WATCH_EVERY = 1.0
+"""Seconds between two looks at the requests waiting: deadlines, and agents gone unserved."""
 
 _summary = msgspec.json.Decoder(RolloutSummary)
+
+WhyUnserved = Callable[[str], "str | None"]
+"""Why nobody serves an agent and none is coming (its workers were given up on), or
+`None` when a worker may still come (one is being replaced, or serves from elsewhere)."""
 
 
 class OutcomeStatus(enum.Enum):
@@ -62,39 +77,50 @@ class OutcomeStatus(enum.Enum):
     LOST = "lost"
 
 
+_STATUS_OF_CLASS = {
+    "no_worker": OutcomeStatus.UNAVAILABLE,
+    "bus_unavailable": OutcomeStatus.UNAVAILABLE,
+    "claim_store_full": OutcomeStatus.UNAVAILABLE,
+    "deliveries_exhausted": OutcomeStatus.LOST,
+    "deadline_exceeded": OutcomeStatus.LOST,
+}
+"""The failure classes that are the infrastructure's; any other is the rollout's own."""
+
+
 @dataclass(frozen=True)
 class Outcome:
-    """How one requested rollout ended: its row (a rollout or a failure row), or why
-    there is none (`message`)."""
+    """How one requested rollout ended: its row (a rollout or a failure row)."""
 
     status: OutcomeStatus
-    body: bytes = b""
-    message: str = ""
+    body: bytes
 
 
 def outcome_of(body: bytes) -> Outcome:
-    """A result row as an `Outcome`: `FAILED` when it is a failure row."""
+    """A row as an `Outcome`: `ROLLOUT`, or what its failure class says."""
     try:
-        failed = not isinstance(_summary.decode(body).failure_class, msgspec.UnsetType)
+        failure_class = _summary.decode(body).failure_class
     except msgspec.DecodeError:
-        failed = True
-    return Outcome(OutcomeStatus.FAILED if failed else OutcomeStatus.ROLLOUT, body)
+        return Outcome(OutcomeStatus.FAILED, body)
+    if isinstance(failure_class, msgspec.UnsetType):
+        return Outcome(OutcomeStatus.ROLLOUT, body)
+    return Outcome(_STATUS_OF_CLASS.get(str(failure_class), OutcomeStatus.FAILED), body)
 
 
 class RolloutRequests:
     """One run whose tasks are requested one by one (`run`); see the module docstring.
     Make it with `open`, end it with `close`."""
 
-    def __init__(self, bus: Bus, client: RunClient, timeouts: Timeouts) -> None:
+    def __init__(self, bus: Bus, client: RunClient, timeouts: Timeouts, why_unserved: WhyUnserved) -> None:
         self._bus = bus
         self._client = client
         self._timeouts = timeouts
-        self._waiting: dict[int, asyncio.Future[Outcome]] = {}
-        self._agents: dict[int, str] = {}
+        self._why_unserved = why_unserved
+        self.book = RunBook(timeouts.result_grace)
         self._next_seq = 0
         self._served_until: dict[str, float] = {}
+        self._unserved_since: dict[str, float] = {}
         self._pings: dict[str, asyncio.Future[bool]] = {}
-        self._reading: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     @classmethod
     async def open(
@@ -104,36 +130,37 @@ class RolloutRequests:
         *,
         limits: Limits = DEFAULT_LIMITS,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        why_unserved: WhyUnserved = lambda _: None,
     ) -> RolloutRequests:
         """A fresh run (`run_id`, by default a new one) ready to take requests."""
         run_id = run_id or "front" + uuid.uuid4().hex[:16]
         client = await RunClient.open(bus, run_id, limits=limits, timeouts=timeouts)
-        requests = cls(bus, client, timeouts)
-        await client.watch_given_up(requests._given_up)
-        requests._reading = asyncio.create_task(requests._read_results(), name="the front's results")
+        requests = cls(bus, client, timeouts, why_unserved)
+        await client.watch_given_up(requests.book.given_up)
+        requests._tasks = [
+            asyncio.create_task(requests._read_results(), name="the front's results"),
+            asyncio.create_task(requests._watch(), name="the front's waiting requests"),
+        ]
         return requests
 
     async def run(self, agent: str, row: bytes) -> Outcome:
         """The rollout of `row` by `agent`, run as a task on its queue; see `OutcomeStatus`."""
         if not await self._served(agent):
-            return Outcome(OutcomeStatus.UNAVAILABLE, message=f"no worker serves the agent {agent}")
+            return outcome_of(unserved_row(row, agent, self._hint(agent)))
         seq, self._next_seq = self._next_seq, self._next_seq + 1
-        waiting = self._waiting[seq] = asyncio.get_running_loop().create_future()
-        self._agents[seq] = agent
-        deadline = time.time() + self._timeouts.rollout
+        entry = self.book.submitted(seq, time.time() + self._timeouts.rollout, row, agent)
+        ended = self.book.ended(seq)
         try:
-            await self._client.submit(agent, row, seq, 0, deadline)
-            async with asyncio.timeout(self._timeouts.rollout + self._timeouts.result_grace):
-                return await waiting
-        except TimeoutError:
-            return Outcome(OutcomeStatus.LOST, message=EXPIRED)
-        except (BusUnavailable, ClaimStoreFull) as exc:
-            return Outcome(OutcomeStatus.UNAVAILABLE, message=f"the task could not be sent: {exc}")
-        except PayloadTooLarge as exc:
-            return Outcome(OutcomeStatus.FAILED, message=f"the task could not be sent: {exc}")
+            await self._client.submit(agent, row, seq, 0, entry.deadline)
+        except (BusUnavailable, ClaimStoreFull, PayloadTooLarge) as exc:
+            self.book.not_sent(seq, exc)
+        try:
+            return outcome_of(await ended)
         finally:
-            self._waiting.pop(seq, None)
-            self._agents.pop(seq, None)
+            self.book.forget(seq)
+
+    def _hint(self, agent: str) -> str:
+        return self._why_unserved(agent) or serve_hint(agent)
 
     async def _served(self, agent: str) -> bool:
         """Whether some worker serves `agent`: a sign of life within `SERVED_FOR`, else the
@@ -154,34 +181,47 @@ class RolloutRequests:
             self._served_until[agent] = time.monotonic() + SERVED_FOR
         return served
 
-    def _given_up(self, seq: int, deliveries: int) -> None:
-        self._resolve(seq, Outcome(OutcomeStatus.LOST, message=given_up_message(deliveries)))
-
-    def _resolve(self, seq: int, outcome: Outcome) -> None:
-        waiting = self._waiting.get(seq)
-        if waiting is not None and not waiting.done():
-            waiting.set_result(outcome)
-
     async def _read_results(self) -> None:
         async for results in self._client.results():
             for result in results:
-                agent = self._agents.get(result.seq)
-                if agent is not None:
-                    self._served_until[agent] = time.monotonic() + SERVED_FOR
-                self._resolve(result.seq, outcome_of(result.body))
+                entry = self.book.settle(result.seq, result.body)
+                if entry is not None:
+                    self._served_until[entry.agent] = time.monotonic() + SERVED_FOR
             await self._client.ack(results)  # answered (or no one asks any more): never again
+
+    async def _watch(self) -> None:
+        """End the requests past their deadline, and those of agents gone unserved."""
+        while True:
+            await asyncio.sleep(WATCH_EVERY)
+            self.book.expired()
+            for agent in self.book.agents_waited_for():
+                await self._end_if_unserved(agent)
+
+    async def _end_if_unserved(self, agent: str) -> None:
+        if await self._served(agent):
+            self._unserved_since.pop(agent, None)
+            return
+        since = self._unserved_since.setdefault(agent, time.monotonic())
+        why = self._why_unserved(agent)
+        if why is None and time.monotonic() - since < self._timeouts.unserved_grace:
+            return
+        ended = self.book.unserved(agent, why)
+        log.warning("answered %d waiting request(s) of %s: no worker serves it (%s)",
+                    len(ended), agent, why or "none came back")  # fmt: skip
+        await self._client.withdraw_tasks([seq for seq, _ in ended])
 
     @property
     def in_flight(self) -> int:
         """Requests waiting for their rollout."""
-        return len(self._waiting)
+        return len(self.book.in_flight)
 
     async def close(self) -> None:
         """Stop: requests still waiting end `UNAVAILABLE`, the run's queued tasks are
         withdrawn and its results deleted."""
-        for waiting in self._waiting.values():
-            if not waiting.done():
-                waiting.set_result(Outcome(OutcomeStatus.UNAVAILABLE, message="the front is stopping"))
-        await self._client.close(forget=True)
-        if self._reading is not None:
-            await asyncio.gather(self._reading, return_exceptions=True)
+        self.book.abandon("the front is stopping")
+        reading, watching = self._tasks or (None, None)
+        if watching is not None:
+            watching.cancel()
+        await self._client.close(forget=True)  # its results end, and so does the reading
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -24,9 +24,9 @@ A run is a set of tasks whose results come back to one consumer:
 - **Given up.** A task JetStream stopped delivering (its workers died on it `max_deliver`
   times) is reported to the caller (`watch_given_up`), which need not wait for a result
   that cannot come.
-- **Resuming.** A run opened with `resume=True` keeps its stored key and replays the
-  results the stream still holds; a fresh one gets a new key and purges what an earlier
-  run of the same id left. `close(forget=True)` withdraws the tasks still queued (a
+- **Resuming.** A run opened with `resume=True` keeps its stored key and its consumer,
+  and reads the results the stream still holds (those no process of the run acked); a
+  fresh one gets a new key and purges what an earlier run of the same id left. `close(forget=True)` withdraws the tasks still queued (a
   trainer's tasks admitted ahead, which no one will read) and deletes the run's consumer
   and results.
 - **Progress.** A long-lived run's owner may keep a note of where it is (`save_progress`),
@@ -163,9 +163,20 @@ class RunClient:
             await self.publisher.wait_all()
         except BusUnavailable:
             pass  # the bus is away: what it stored stays, as below
+        return await self._delete_queued(list(self.queued))
+
+    async def withdraw_tasks(self, seqs: list[int]) -> int:
+        """Delete tasks `seqs` (every attempt) from the work queues, where they still are:
+        no one waits for them any more; how many were."""
+        wanted = set(seqs)
+        return await self._delete_queued([key for key in self.queued if key[0] in wanted])
+
+    async def _delete_queued(self, keys: list[tuple[int, int]]) -> int:
         withdrawn = 0
-        queued, self.queued = self.queued, {}
-        for stream_seq in queued.values():
+        for key in keys:
+            stream_seq = self.queued.pop(key, None)
+            if stream_seq is None:
+                continue
             try:
                 withdrawn += await self.js.delete_msg(subjects.TASKS_STREAM, stream_seq)
             except (nats.errors.Error, TimeoutError):
@@ -184,11 +195,15 @@ class RunClient:
     # Results
 
     async def _start_results(self, *, replay: bool) -> None:
-        try:
-            await self.js.delete_consumer(subjects.RESULTS_STREAM, results_consumer(self.run_id))
-        except nats.js.errors.NotFoundError:
-            pass
+        # A resumed run reads on through its consumer: the results stream keeps only what
+        # some consumer has yet to ack, so deleting it would drop the results that came
+        # while nobody read them. What an earlier process held unacked comes again after
+        # `Timeouts.result_ack_wait`.
         if not replay:
+            try:
+                await self.js.delete_consumer(subjects.RESULTS_STREAM, results_consumer(self.run_id))
+            except nats.js.errors.NotFoundError:
+                pass
             await self.js.purge_stream(subjects.RESULTS_STREAM, subject=subjects.results(self.run_id))
         self.puller = self.pulled = await pull_results(
             self.nc, self.run_id, self._arrive, self.limits, self.timeouts

@@ -3,7 +3,6 @@ serving the environment for the length of the check."""
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from gymbus.schemas import DEFAULT_TIMEOUTS, Timeouts
 
 from .._input import check_row, read_lines
 from .._sources import absolute, environment_in, is_source
-from .._workers import WorkerProcesses, start_workers
+from .._workers import WorkerProcesses, start_workers, stop_workers
 from ._check import CheckItem, check_environment
 from ._contract import EnvironmentContract
 
@@ -55,7 +54,7 @@ async def run_check(
         with tempfile.TemporaryDirectory(prefix="gymbus-check-") as work:
             serve = ServeOptions(functions=(served, "offline"), model=ModelOptions(), timeouts=timeouts)
             workers = WorkerProcesses(serve, bus.url, Path(work) / "worker.log", auth=bus.worker_auth())
-            await start_workers(bus, [(workers, [env, "policy"])], timeouts)
+            supervised = await start_workers(bus, [(workers, [env, "policy"])], timeouts)
             try:
                 # The embedded server's runner may not call seed and tools: its workers may.
                 worker = bus.worker_auth()
@@ -64,5 +63,4 @@ async def run_check(
                 ) as calls:
                     return await check_environment(calls, contract, timeouts, monitor=bus)
             finally:
-                # In a thread: the connection keeps answering the server's pings meanwhile.
-                await asyncio.to_thread(workers.stop, timeouts.drain)
+                await stop_workers(supervised, timeouts.drain)

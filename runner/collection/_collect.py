@@ -30,10 +30,11 @@ from gymbus.bus import (
     EmbeddedServer,
     RunClient,
     ServeOptions,
+    not_sent_message,
     open_bus,
     unserved_row,
 )
-from gymbus.functions import AGENTS, ModelOptions, policy_adapter
+from gymbus.functions import AGENTS, ENVIRONMENTS, ModelOptions, policy_adapter
 from gymbus.schemas import (
     AGENT_REF,
     DEFAULT_LIMITS,
@@ -52,7 +53,7 @@ from .._metrics import Metrics
 from .._output import MaterializedInputs, OutputPaths, Progressed, read_progress, write_whole
 from .._progress import ProgressView
 from .._sources import OwnFunctions
-from .._workers import WorkerProcesses, start_workers, stop_workers
+from .._workers import Supervised, WorkerProcesses, start_workers, stop_workers
 from ._ledger import Ledger
 from ._lock import OutputLock
 from ._plan import Asked, BadRow, Plan, PlannedRollout
@@ -159,6 +160,7 @@ async def _collect(
     _check_named(plan)
     if options.nats_url is None:  # the embedded default can serve only the built-in agents
         _check_agents(plan, options.agent, known=AGENTS, served=set(AGENTS))
+        _check_settings(plan)
     async with open_bus(options.nats_url, name="gym-runner collect", timeouts=options.timeouts) as bus:
         if bus.embedded is None:
             await _check_live_agents(bus, plan, options.agent)
@@ -166,7 +168,7 @@ async def _collect(
             paths.start_fresh()  # only now: a run refused above leaves an earlier run's files be
         paths.rollouts.parent.mkdir(parents=True, exist_ok=True)
         await write_whole(paths.plan, asked.encoded())
-        workers = await _start_workers(options, plan, bus) if bus.embedded is not None else []
+        workers = await _start_workers(options, plan, bus) if bus.embedded is not None else None
         stop_within = options.timeouts.drain + 5
         try:
             served = await bus.served(sorted(plan.agents))
@@ -244,6 +246,16 @@ def _listed(names: Collection[str]) -> str:
     return ", ".join(sorted(names))
 
 
+def _check_settings(plan: Plan) -> None:
+    """`BadRequest` before anything starts if the settings variable of an environment the
+    workers will serve (`GYMBUS_<ENV>`, which they inherit) is not that environment's
+    settings: else every verify fails, after its rollout's model calls were paid."""
+    for environment in sorted({AGENTS[name].environment for name in plan.agents if name in AGENTS}):
+        spec = ENVIRONMENTS.get(environment)
+        if spec is not None:
+            spec.check_settings()
+
+
 def _why_unserved(name: str, known: Collection[str]) -> str:
     if name in known:
         return f"no worker serves it: start one with `gym-runner serve {name}`"
@@ -257,11 +269,11 @@ async def _check_live_agents(bus: Bus, plan: Plan, default: str | None) -> None:
     _check_agents(plan, default, known={*AGENTS, *await bus.served_agents()}, served=served)
 
 
-async def _start_workers(options: CollectOptions, plan: Plan, bus: Bus) -> list[WorkerProcesses]:
+async def _start_workers(options: CollectOptions, plan: Plan, bus: Bus) -> Supervised | None:
     known = AGENTS
     needed = [name for name in plan.agents if name in known]
     if not needed:
-        return []
+        return None
     model = options.own.for_worker([options.policy or policy_adapter(options.model)])[0]
     functions = options.own.for_worker(sorted({*needed, *(known[name].environment for name in needed)}))
     serve = ServeOptions(
@@ -317,14 +329,16 @@ async def _run(state: _RunState, watchdog: Coroutine[Any, Any, None]) -> dict[st
         materialized.abandon()  # unless complete: then there is nothing left to abandon
 
 
-async def _watch_processes(server: EmbeddedServer | None, workers: list[WorkerProcesses]) -> None:
+async def _watch_processes(server: EmbeddedServer | None, workers: Supervised | None) -> None:
     """Raise once the processes this run started can no longer do its work (the embedded
-    server exited, or every worker did), rather than wait for results that cannot come."""
+    server exited, or a group of workers was given up on: they kept exiting as they
+    started), rather than wait for results that cannot come. A worker that dies is
+    replaced by its supervisor (`runner._workers`); its tasks come back by redelivery."""
     while True:
         await asyncio.sleep(0.5)
         _raise_if_gone(server)
-        for group in workers:
-            group.check_any_alive()
+        if workers is not None:
+            workers.check()
 
 
 def _raise_if_gone(server: EmbeddedServer | None, cause: BaseException | None = None) -> None:
@@ -427,7 +441,7 @@ async def _launch(item: PlannedRollout, state: _RunState, timeouts: Timeouts) ->
     try:
         await state.client.submit(item.agent, item.body, item.seq, attempt, entry.deadline)
     except (ClaimStoreFull, PayloadTooLarge) as exc:  # a row too big to send now: written as failed
-        state.sink.record(item.seq, entry.failure_row(exc.type, f"the task could not be sent: {exc}"))
+        state.sink.record(item.seq, entry.failure_row(exc.type, not_sent_message(exc)))
 
 
 async def _wait_settled(ledger: Ledger, stop_publishing: asyncio.Event) -> None:

@@ -10,9 +10,11 @@
 Statuses, as NeMo Gym's trainers read them (NeMo RL retries a 5xx as the infrastructure's
 and fails the row on any other error):
 
-- a `/run` answers 200 with the rewarded rollout; 422 with GymBus's failure row
-  (`_ng_failure_class`, `_ng_failure_message`, reward 0) when the rollout ran and failed;
-  503 when no worker serves the agent or the bus is away; 502 when the workers died on
+- a `/run` answers 200 with the rewarded rollout, and otherwise GymBus's failure row
+  (`_ng_failure_class`, `_ng_failure_message`, reward 0), worded as `collect` writes it:
+  422 when the rollout ran and failed; 503 when no live worker serves the agent (at once
+  for a new request; for one already waiting, after `Timeouts.unserved_grace`, or at once
+  where its workers were given up on), or the bus is away; 502 when the workers died on
   the task every time it was delivered, or no result came by its deadline;
 - any other route answers the `GymError` its call failed with at the error's own code
   (502 a model endpoint failed, 503 nobody serves it, ...), its body `{"error": {"type",
@@ -126,9 +128,7 @@ def _run(front: FrontBus, agent: str) -> Handler:
         row = await request.read()
         row_fields(row)  # not a JSON object: 400 before it becomes a task
         outcome = await front.run(agent, row)
-        if outcome.body:
-            return _raw(outcome.body, _RUN_STATUS[outcome.status])
-        return _error(_RUN_STATUS[outcome.status], outcome.status.value, outcome.message)
+        return _raw(outcome.body, _RUN_STATUS[outcome.status])
 
     return run
 

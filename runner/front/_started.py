@@ -23,22 +23,25 @@ host and port, and serves the config from its own head server. The one that says
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import yaml
 from aiohttp import web
 
-from gymbus.bus import Bus, ServeOptions, open_bus
-from gymbus.bus.front import FrontBus
+from gymbus.bus import Bus, BusAuth, ServeOptions, open_bus
+from gymbus.bus.front import FrontBus, WhyUnserved
 from gymbus.functions import ModelOptions, policy_adapter
 from gymbus.functions.nemo_gym import PREFIX, is_nemo_gym, outline
-from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS
+from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BusUnavailable, Timeouts
 
-from .._workers import WorkerProcesses
+from .._workers import Supervised, WorkerProcesses
 from ._http import app_for
 from ._layout import Layout, _instances
 
@@ -74,29 +77,103 @@ def _own_entry(config: dict[str, Any], own: str) -> dict[str, Any]:
     raise ValueError(f"{CONFIG_PATH} names {own!r}, which the config does not declare")
 
 
+ROLLOUT_TIMEOUT = 900.0
+"""The front's default rollout deadline: a trainer's step waits for its slowest rollout, so
+a lost one must cost minutes, not the hour a `collect` rollout may take."""
+POLICY = "policy"
+
+
+class FrontEntry(msgspec.Struct, kw_only=True):
+    """What the front's entry in the config says, besides NeMo Gym's own keys (`entrypoint`,
+    `host`, `port`, ...), which it leaves to NeMo Gym."""
+
+    serve: list[str] = []
+    """The functions to serve: GymBus's by name, a file or module, or `nemo-gym:<server>`."""
+    workers: int | dict[str, int] = 1
+    """Worker processes serving all of `serve` and the policy, or a number per function
+    (`policy` for the policy; 1 for a function not named; 0: served from elsewhere on the
+    same bus). Each process that dies is replaced."""
+    nats_url: str | None = None
+    """The bus to join (default `NATS_URL`, else an embedded nats-server of the front's own);
+    credentials from the `NATS_*` variables (`gym-runner secure init`)."""
+    rollout_timeout: float = ROLLOUT_TIMEOUT
+    """Seconds one `/run`'s rollout may take, from its request, before it is answered 502."""
+    log_dir: str | None = None
+    """Where the workers' log goes (default: the system's temporary folder)."""
+
+
+def front_entry(config: dict[str, Any], own: str) -> FrontEntry:
+    """The front's entry `own` of `config`; `ValueError` naming the field that is wrong."""
+    try:
+        return msgspec.convert(_own_entry(config, own), FrontEntry, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"{CONFIG_PATH} {own}: {exc}") from None
+
+
 async def run_started_front(stop: asyncio.Event) -> None:
     """Serve as NeMo Gym's server `$NEMO_GYM_CONFIG_PATH` until `stop` is set."""
     config = yaml.safe_load(os.environ[CONFIG_DICT])
     own = os.environ[CONFIG_PATH]
-    entry = _own_entry(config, own)
-    functions = tuple(str(name) for name in entry.get("serve") or ())
-    model = policy_of(config)
-    options = ServeOptions(
-        functions=(*functions, policy_adapter(model)), model=model or ModelOptions(), limits=DEFAULT_LIMITS
-    )
-    async with open_bus(None, name="gym-runner front (NeMo Gym)") as bus:
-        logs = Path(entry.get("log_dir") or tempfile.gettempdir())
-        log_file = logs / f"gymbus-front-{os.getpid()}.log"
-        workers = WorkerProcesses(options, bus.url, log_file, auth=bus.worker_auth())
-        workers.start()
+    entry = front_entry(config, own)
+    timeouts = replace(DEFAULT_TIMEOUTS, rollout=entry.rollout_timeout)
+    async with open_bus(entry.nats_url, name="gym-runner front (NeMo Gym)", timeouts=timeouts) as bus:
+        log_file = Path(entry.log_dir or tempfile.gettempdir()) / f"gymbus-front-{os.getpid()}.log"
+        groups = await _worker_groups(entry, policy_of(config), bus, log_file)
+        supervised = Supervised([group for group, _ in groups])
         try:
-            names = ["policy"]
-            for function in functions:
-                names += await _served_as(function)
-            await bus.wait_served(names, timeout=DEFAULT_TIMEOUTS.worker_start, check=workers.check)
-            await _serve(bus, config, own, stop)
+            await _wait_started(bus, groups, timeouts)
+            why = functools.partial(_why_unserved, groups)
+            await _serve(bus, config, own, stop, timeouts, why)
         finally:
-            await asyncio.to_thread(workers.stop, DEFAULT_TIMEOUTS.drain)
+            await supervised.stop(timeouts.drain)
+
+
+async def _worker_groups(
+    entry: FrontEntry, model: ModelOptions | None, bus: Bus, log_file: Path
+) -> list[tuple[WorkerProcesses, list[str]]]:
+    """The groups of worker processes `entry` asks for, started, each with the services it
+    serves: one group for everything, or one per function (`FrontEntry.workers`)."""
+    options = ServeOptions(functions=(), model=model or ModelOptions(), limits=DEFAULT_LIMITS)
+    functions = {name: await _served_as(name) for name in entry.serve}
+    functions[policy_adapter(model)] = [POLICY]
+    counts = entry.workers if isinstance(entry.workers, dict) else None
+    if counts is None:
+        together = {name: services for name, services in functions.items()}
+        plan = [(tuple(together), sum(together.values(), []), int(entry.workers))]
+    else:
+        plan = [((name,), services, counts.get(POLICY if services == [POLICY] else name, 1))
+                for name, services in functions.items()]  # fmt: skip
+    # Credentials for workers on a shared bus: the front's own (`NATS_*`).
+    auth = bus.worker_auth() if bus.embedded is not None else BusAuth.from_env()
+    groups = []
+    for names, services, count in plan:
+        if count > 0:
+            serve = replace(options, functions=names)
+            groups.append((WorkerProcesses(serve, bus.url, log_file, count, auth), services))
+    for group, _ in groups:
+        group.start()
+        log.info("started %d worker process(es) serving %s (log: %s)", group.count, group.name, log_file)
+    return groups
+
+
+async def _wait_started(
+    bus: Bus, groups: list[tuple[WorkerProcesses, list[str]]], timeouts: Timeouts
+) -> None:
+    """Until every group serves its services, or was given up on: then the front serves
+    anyway, and a `/run` for what it served answers 503 with the reason."""
+    for group, services in groups:
+        try:
+            await bus.wait_served(services, timeouts.worker_start, check=group.check)
+        except BusUnavailable as exc:
+            log.error("%s cannot be served: %s", ", ".join(services), exc)
+
+
+def _why_unserved(groups: list[tuple[WorkerProcesses, list[str]]], agent: str) -> str | None:
+    """Why the workers this front started for `agent` were given up on, if they were."""
+    for group, services in groups:
+        if agent in services and group.failed:
+            return group.failed
+    return None
 
 
 async def _served_as(function: str) -> list[str]:
@@ -108,9 +185,11 @@ async def _served_as(function: str) -> list[str]:
     return [hosted.name, *hosted.agents]
 
 
-async def _serve(bus: Bus, config: dict[str, Any], own: str, stop: asyncio.Event) -> None:
+async def _serve(
+    bus: Bus, config: dict[str, Any], own: str, stop: asyncio.Event, timeouts: Timeouts, why: WhyUnserved
+) -> None:
     layout = Layout.from_nemo_gym(config, own)
-    front = await FrontBus.open(bus)
+    front = await FrontBus.open(bus, timeouts=timeouts, why_unserved=why)
     runners: list[web.AppRunner] = []
     try:
         # Its own port last: NeMo Gym counts the front ready once that one answers.

@@ -70,7 +70,7 @@ from .._metrics import Metrics
 from .._output import JsonlWriter, OutputPaths, sidecar
 from .._progress import ProgressView
 from .._sources import OwnFunctions
-from .._workers import WorkerProcesses, start_workers
+from .._workers import Supervised, WorkerProcesses, start_workers, stop_workers
 from ._join import InputIndex, JoinTally
 from ._rescore import (
     Disagreement,
@@ -210,9 +210,7 @@ async def verify_rollouts(
                 view.start(total, already=0)
                 await _verify_all(verification, report, view, stop or asyncio.Event())
             finally:
-                if workers is not None:
-                    # In a thread: the connection keeps answering the server's pings meanwhile.
-                    await asyncio.to_thread(workers.stop, options.timeouts.drain + 5)
+                await stop_workers(workers, options.timeouts.drain + 5)
     finally:
         if inputs is not None:
             inputs.close()
@@ -268,7 +266,7 @@ async def _scan(path: Path, default_agent: str | None) -> tuple[int, set[str]]:
     return rows, needed
 
 
-async def _start_workers(environments: list[str], bus: Bus, options: VerifyOptions) -> WorkerProcesses | None:
+async def _start_workers(environments: list[str], bus: Bus, options: VerifyOptions) -> Supervised | None:
     """One worker process serving `environments` on the embedded server, and the policy
     model as `policy`, which judges of environments like `equivalence_llm_judge` call."""
     if not environments:
@@ -281,8 +279,7 @@ async def _start_workers(environments: list[str], bus: Bus, options: VerifyOptio
     )
     log = VerifyPaths.for_output(options.output).workers_log
     workers = WorkerProcesses(serve, bus.url, log, auth=bus.worker_auth())
-    await start_workers(bus, [(workers, [*environments, "policy"])], options.timeouts)
-    return workers
+    return await start_workers(bus, [(workers, [*environments, "policy"])], options.timeouts)
 
 
 async def _served(bus: Bus, environments: list[str], view: ProgressView) -> set[str]:
