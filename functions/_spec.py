@@ -159,6 +159,7 @@ class Environment:
     the host provides (code_gen's sandbox) and to import what its calls need: a heavy
     import on a worker's first call would stall every call that worker serves.
     `cpu_bound` says its calls hold the CPU in Python for long (see the field).
+    `settings`, if given, is the type of its settings (see the field).
     """
 
     name: str
@@ -184,6 +185,18 @@ class Environment:
     more than one core, belongs in child processes the function starts and kills itself
     (math_with_judge's math-verify, code_gen's sandbox); such a function is not
     `cpu_bound`."""
+    settings: type[msgspec.Struct] | None = None
+    """The type of its settings (a `msgspec.Struct` with defaults, `forbid_unknown_fields`),
+    read from the variable `GYMBUS_<NAME>` as a JSON object (`environments._settings`). Named
+    here, a bad variable is refused before the first rollout (`check_settings`), not by every
+    verify after the model calls were paid."""
+
+    def check_settings(self) -> None:
+        """`BadRequest` naming the variable if it does not hold this environment's settings."""
+        if self.settings is not None:
+            from .environments._settings import settings  # noqa: PLC0415 - the environments' own rule
+
+            settings(self.settings, self.name)
 
 
 class Calls(Protocol):

@@ -6,9 +6,11 @@ change; every other setting keeps its default. For example:
 
     GYMBUS_MATH_WITH_JUDGE='{"should_use_judge": true, "judge_model": "judge"}'
 
-Worker processes started by `gym-runner collect` inherit the variable. A variable that is
-not a JSON object of the right types makes every verify of that environment fail with a
-`BadRequest` naming the variable, rather than silently grading with defaults.
+Worker processes started by `gym-runner collect` inherit the variable. An environment that
+names its settings' type (`Environment.settings`) has the variable checked before the first
+rollout (`Environment.check_settings`: `collect` does, on the embedded default). A variable
+that is not a JSON object of the right types also makes every verify of that environment fail
+with a `BadRequest` naming the variable, rather than silently grading with defaults.
 """
 
 from __future__ import annotations
@@ -41,7 +43,10 @@ def settings(kind: type[T], environment: str) -> T:
         try:
             _cache[key] = msgspec.json.decode(text or "{}", type=kind)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise BadRequest(f"invalid settings in ${variable}: {exc}") from None
+            fields = ", ".join(kind.__struct_fields__)
+            raise BadRequest(
+                f"invalid settings in ${variable}: {exc} ({environment}'s settings: {fields})"
+            ) from None
     value = _cache[key]
     assert isinstance(value, kind)
     return value

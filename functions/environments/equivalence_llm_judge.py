@@ -285,6 +285,7 @@ async def verify(request: JudgeRequest, session: Session) -> JudgeResult | Judge
 
 ENVIRONMENT = Environment(
     name=NAME,
+    settings=JudgeSettings,
     verify=verify,
     verify_request=JudgeRequest,
     agents=("equivalence_llm_judge_simple_agent",),

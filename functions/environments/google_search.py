@@ -120,6 +120,7 @@ async def verify(request: SearchVerifyRequest, session: Session) -> SearchVerify
 
 ENVIRONMENT = Environment(
     name=NAME,
+    settings=SearchSettings,
     tools=(tool(search), tool(browse)),
     verify=verify,
     verify_request=SearchVerifyRequest,

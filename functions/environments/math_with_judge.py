@@ -199,6 +199,7 @@ def _key_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
 
 ENVIRONMENT = Environment(
     name=NAME,
+    settings=MathSettings,
     verify=verify,
     verify_request=MathRequest,
     agents=("math_with_judge_simple_agent",),

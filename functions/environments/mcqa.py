@@ -175,6 +175,7 @@ def _key_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
 
 ENVIRONMENT = Environment(
     name=NAME,
+    settings=McqaSettings,
     verify=verify,
     verify_request=McqaRequest,
     agents=("mcqa_simple_agent",),

@@ -169,6 +169,7 @@ async def verify(request: StructuredOutputsVerifyRequest, session: Session) -> S
 
 ENVIRONMENT = Environment(
     name=NAME,
+    settings=StructuredOutputsSettings,
     verify=verify,
     verify_request=StructuredOutputsVerifyRequest,
     agents=(

@@ -187,6 +187,18 @@ def test_rows_naming_no_agent_without_agent_flag_are_refused_before_anything_sta
     assert sorted(path.name for path in tmp_path.iterdir()) == ["mcqa.jsonl"]
 
 
+def test_a_settings_typo_is_refused_before_the_first_rollout(tmp_path: Path) -> None:
+    out = tmp_path / "mcqa.jsonl"
+    done = run_cli("collect", "-i", str(EXAMPLES / "mcqa.jsonl"), "-o", str(out), "--agent", "mcqa_simple_agent",
+                   env={"GYMBUS_MCQA": '{"grading_mod": "x"}'})  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert (
+        "error: invalid settings in $GYMBUS_MCQA: Object contains unknown field `grading_mod` "
+        "(mcqa's settings: grading_mode)"
+    ) in done.stderr
+    assert "started embedded nats-server" not in done.stderr and sorted(tmp_path.iterdir()) == []
+
+
 async def test_an_agent_nobody_serves_on_a_shared_bus_is_refused_with_how_to_serve_it(
     nats_url: str, tmp_path: Path
 ) -> None:
