@@ -14,12 +14,12 @@ import typer
 from rich.console import Console
 
 from gymbus.bus import QueueDepth, ServeOptions, ServiceStats, nats_url_from_env, open_bus
-from gymbus.functions import FunctionClash, names
+from gymbus.functions import MODELS, REGISTRY, FunctionClash, names
 from gymbus.functions.nemo_gym import is_nemo_gym
 from gymbus.functions.nemo_gym import prepare as prepare_nemo_gym
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 
-from .._console import fail, say
+from .._console import ExitCode, fail, say
 from .._options import ModelApi, ModelKey, ModelName, ModelUrl, TokenCapture, model_options
 from .._sources import SourceError, absolute, function_names
 from ._adapters import sync_adapters
@@ -41,8 +41,9 @@ def serve_command(
     served_model: Annotated[
         str,
         typer.Option(
-            help="Model name agents call; a model function serves it. Several, comma-separated, serve it "
-            "under each (`policy,judge_model`: it judges for NeMo Gym servers that name their judge so)."
+            help="Model name agents call, served by this command's model function (one per command). "
+            "Several, comma-separated, serve it under each (`policy,judge_model`: it judges for NeMo Gym "
+            "servers that name their judge so)."
         ),
     ] = "policy",
     model_url: ModelUrl = None,
@@ -95,17 +96,7 @@ def serve_command(
 
         gym-runner serve nemo-gym:structured_outputs/structured_outputs_json offline
     """
-    try:
-        served = function_names(functions)
-        known = names()
-    except (SourceError, FunctionClash) as exc:
-        fail(str(exc))
-    unknown = [name for name in served if name not in known and not is_nemo_gym(name)]
-    if unknown:
-        fail(
-            f"unknown function(s): {', '.join(unknown)}; known: {', '.join(known)}, "
-            "NeMo Gym servers as nemo-gym:<server>, and Python files or modules that define functions"
-        )
+    served = _served_functions(functions, served_model)
     options = ServeOptions(
         # Paths, not the names they define: each worker process loads them itself.
         functions=tuple(absolute(function) for function in functions),
@@ -124,6 +115,37 @@ def serve_command(
         raise typer.Exit(serve(options, replicas))
     except GymError as exc:
         fail(str(exc))
+
+
+def _served_functions(functions: list[str], served_model: str) -> list[str]:
+    """The function names `serve` was given, files and modules loaded; exits on an unknown
+    name, a clash, or two models for one served name."""
+    try:
+        served = function_names(functions)
+        known = names()
+    except (SourceError, FunctionClash) as exc:
+        fail(str(exc))
+    unknown = [name for name in served if name not in known and not is_nemo_gym(name)]
+    if unknown:
+        fail(
+            f"unknown function(s): {', '.join(unknown)}; known: {', '.join(known)}, "
+            "NeMo Gym servers as nemo-gym:<server>, and Python files or modules that define functions"
+        )
+    _check_one_model(served, served_model)
+    return served
+
+
+def _check_one_model(served: list[str], served_model: str) -> None:
+    """Refuse two models in one worker: each would be served under every name in
+    `--served-model`, so calls to one name would go to either, mixed within a rollout."""
+    models = [name for name in served if name in MODELS]
+    if len(models) > 1:
+        both = ", ".join(f"{name} ({REGISTRY.source(name)})" for name in models)
+        fail(
+            f"{len(models)} models would answer as {served_model}: {both}. One model per served name: "
+            "serve each in its own gym-runner serve, with its own --served-model",
+            ExitCode.USAGE,
+        )
 
 
 def status_command(
