@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from gymbus.runner.scaffold import write_package
+
 pytestmark = pytest.mark.timeout(120)
 
 RUNNER = [sys.executable, "-m", "gymbus.runner"]
@@ -198,3 +200,17 @@ def test_a_model_name_without_its_endpoint_is_refused_saying_what_model_means(au
     assert collected.returncode == 2, collected.stderr
     assert "--model gpt_4o: no model function of that name" in collected.stderr
     assert "give its URL with --model-url" in collected.stderr
+
+
+def test_the_scaffolds_environment_re_verifies_its_stored_rollouts(tmp_path: Path) -> None:
+    root = write_package("shelf_tally", tmp_path).root
+    environment = str(root / "shelf_tally" / "environment.py")  # its agent: shelf_tally_simple_agent
+    collected = _run(
+        ["collect", "-i", "data/example.jsonl", "-o", "out/r.jsonl", "--agent", environment], root
+    )
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert 1.0 in {row["reward"] for row in _read(root / "out" / "r.jsonl")}  # one its session earned
+
+    verified = _run(["verify", "-i", "out/r.jsonl", "-o", "out/v.jsonl", "--agent", environment], root)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "5 agree with the stored reward, 0 disagree" in verified.stderr

@@ -34,7 +34,7 @@ def test_the_written_package_passes_its_own_tests(tmp_path: Path) -> None:
         cwd=root, env=env, capture_output=True, text=True, timeout=200, check=False,
     )  # fmt: skip
     assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-2000:]
-    assert "4 passed" in tested.stdout
+    assert "5 passed" in tested.stdout
 
 
 def test_a_bad_or_taken_name_or_an_existing_folder_is_refused(tmp_path: Path) -> None:

@@ -11,10 +11,15 @@ ignored) when the rollout ends, else 0.0.
 The list is per-session state (`Session.load`/`save`): on the bus it lives in a key-value
 store keyed by the rollout's session, so any replica of this environment serves any call of
 any rollout. Seeding starts an empty list (or the row's `initial_items`).
+
+Verify reads the list from the rollout's `response` (each tool answers the whole list), not
+from the session: the session is gone once a rollout is stored, and `gym-runner verify`
+re-scores stored rollouts, each in a fresh session, to the same reward.
 """
 
 from __future__ import annotations
 
+import msgspec
 from msgspec import Struct
 
 from gymbus.functions import (
@@ -54,6 +59,7 @@ class ListVerifyRequest(VerifyRequest, kw_only=True):
     """The row (with the rollout's `response`) fields verify reads."""
 
     expected_items: list[str]
+    initial_items: list[str] = []
 
 
 class ListVerdict(VerifyResult, kw_only=True):
@@ -92,9 +98,23 @@ def _normalised(items: list[str]) -> list[str]:
     return sorted(item.strip().lower() for item in items)
 
 
+def final_list(request: ListVerifyRequest) -> list[str]:
+    """The list as the rollout left it, rebuilt from its `response`: the last tool output
+    that is a list, else the row's `initial_items`. A tool's error (`{"error": ...}`)
+    changed nothing, so it is passed over."""
+    for item in reversed(request.response.output):
+        if item.type == "function_call_output" and isinstance(item.output, str):
+            try:
+                return msgspec.json.decode(item.output, type=ShoppingList).items
+            except msgspec.DecodeError:
+                continue
+    return list(request.initial_items)
+
+
 async def verify(request: ListVerifyRequest, session: Session) -> ListVerdict:
-    """Reward 1.0 iff the session's list equals `expected_items`, ignoring order and case."""
-    final = (await current(session)).items
+    """Reward 1.0 iff the final list equals `expected_items`, ignoring order and case. It
+    reads no session state: a stored rollout re-verifies (`gym-runner verify`)."""
+    final = final_list(request)
     reward = float(_normalised(final) == _normalised(request.expected_items))
     return ListVerdict(reward=reward, final_items=final)
 

@@ -33,22 +33,34 @@ def first_row() -> dict:
     return msgspec.json.decode(EXAMPLES.read_bytes().splitlines()[0])
 
 
-async def a_rollout(items: list[str]) -> float:
-    """Seed a session, add `items` with the tool, and verify against the first example row."""
+async def a_rollout(items: list[str], fresh_session_to_verify: bool = False) -> float:
+    """Seed a session, add `items` with the tool, and verify the response those tool calls
+    made against the first example row (in a fresh session, as `gym-runner verify` does,
+    if `fresh_session_to_verify`)."""
     session = Session(id="s1", state=MemoryState())
     row = first_row()
     await seed(msgspec.convert(row, ListSeedRequest), session)
+    outputs = []
     for item in items:
-        await add_item(AddItem(item=item), session)
+        shown = await add_item(AddItem(item=item), session)
+        shown_json = msgspec.json.encode(shown).decode()
+        outputs.append({"type": "function_call_output", "call_id": item, "output": shown_json})
     assert (await list_items(NoArguments(), session)).items == items
-    response = {"id": "r", "created_at": 0, "model": "m", "output": []}
+    response = {"id": "r", "created_at": 0, "model": "m", "output": outputs}
     request = msgspec.convert({**row, "response": response}, ListVerifyRequest)
+    if fresh_session_to_verify:
+        session = Session(id="s2", state=MemoryState())
     return (await verify(request, session)).reward
 
 
 def test_the_right_items_earn_the_reward() -> None:
     assert asyncio.run(a_rollout(["Eggs", "milk"])) == 1.0
     assert asyncio.run(a_rollout(["milk"])) == 0.0
+
+
+def test_a_stored_rollout_re_verifies_to_the_same_reward_without_its_session() -> None:
+    assert asyncio.run(a_rollout(["Eggs", "milk"], fresh_session_to_verify=True)) == 1.0
+    assert asyncio.run(a_rollout(["milk"], fresh_session_to_verify=True)) == 0.0
 
 
 def test_an_empty_item_is_refused_with_a_message_the_model_reads() -> None:
