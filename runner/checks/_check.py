@@ -13,6 +13,9 @@ Each item is OK or FAILED, with the reason:
                  no reply or nobody serving it fails
     verify       the sample row with a sample response gets a reply whose `reward` is a number
     offered      every tool the sample row offers the model is one the environment declares
+    schema <name>  the arguments the sample row offers the model for a declared tool are the
+                 tool's own: no field it does not take, every field it requires, and types
+                 it accepts (a model that follows a wrong schema only gets refusals)
 
 Every call of one check shares a session id, as a rollout's calls do.
 """
@@ -84,12 +87,24 @@ async def check_environment(
         items.append(
             await call(f"tool {tool}", subjects.env_tool(env, tool), arguments, _json, refusal_ok=True)
         )
+    items += _schema_items(contract)
     verify_row = {**contract.row, RESPONSE: sample_response(time.time())}
     items.append(await call("verify", subjects.env_verify(env), verify_row, _reward))
     undeclared = [tool for tool in contract.offered if tool not in contract.tools]
     if undeclared:
         offered = f"the sample row offers the model {', '.join(undeclared)}, which {env} does not declare"
         items.append(CheckItem("offered", False, offered))
+    return items
+
+
+def _schema_items(contract: EnvironmentContract) -> list[CheckItem]:
+    """A `schema <tool>` item for each tool the sample row offers with a schema to compare."""
+    items = []
+    for tool in contract.offered:
+        found = contract.mismatches(tool)
+        if found is not None:
+            detail = "; ".join(found) or "the row offers the model the fields and types the tool takes"
+            items.append(CheckItem(f"schema {tool}", not found, detail))
     return items
 
 

@@ -10,7 +10,7 @@ and the tool subjects its service lists.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -34,6 +34,9 @@ class EnvironmentContract:
     row: dict[str, Any]
     offered: tuple[str, ...] = ()
     """The tools the sample row offers the model."""
+    declared: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The JSON Schema of each declared tool's arguments, from its struct (none for an
+    environment only the bus knows)."""
 
     @classmethod
     def of(cls, env: Environment, row: dict[str, Any] | None = None) -> EnvironmentContract:
@@ -42,11 +45,11 @@ class EnvironmentContract:
         what the model sees."""
         sample = row if row is not None else _sample_row(env)
         offered = _offered(sample)
-        declared = {tool.name: msgspec.json.schema(tool.args_type) for tool in env.tools}
+        declared = {tool.name: _inlined(msgspec.json.schema(tool.args_type)) for tool in env.tools}
         tools: dict[str, dict[str, Any] | None] = {
             name: offered.get(name) or schema for name, schema in declared.items()
         }
-        return cls(env.name, tools, sample, tuple(offered))
+        return cls(env.name, tools, sample, tuple(offered), declared)
 
     @classmethod
     def from_row(cls, name: str, row: dict[str, Any] | None) -> EnvironmentContract:
@@ -55,11 +58,61 @@ class EnvironmentContract:
         tools = _offered(sample)
         return cls(name, tools, sample, tuple(tools))
 
+    def mismatches(self, tool: str) -> list[str] | None:
+        """How the schema the sample row offers the model for `tool` differs from the tool's
+        arguments struct: fields the model is offered that the tool does not take, fields it
+        requires that are not offered, and types it would refuse. `None` when there is
+        nothing to compare (the row offers no schema, or the tool's is unknown)."""
+        offered, declared = self.tools.get(tool), self.declared.get(tool)
+        if offered is None or declared is None or offered is declared:
+            return None
+        wants, gets = declared.get("properties") or {}, offered.get("properties") or {}
+        found = [
+            f"`{name}` is offered, but the tool takes no such field" for name in gets if name not in wants
+        ]
+        found += [
+            f"`{name}` is required by the tool, but not offered"
+            for name in declared.get("required") or []
+            if name not in gets
+        ]
+        for name in sorted(set(wants) & set(gets)):
+            want, get = _types(wants[name]), _types(gets[name])
+            if want and get and not get <= want | ({"integer"} if "number" in want else set()):
+                found.append(f"`{name}` is offered as {_listed(get)}, but the tool takes {_listed(want)}")
+        return found
+
     def arguments(self, tool: str) -> Any:
         """Arguments for `tool` valid for its schema, filled from the sample row's prompt as
         the offline policy fills them; `{}` when its schema is unknown."""
         schema = self.tools.get(tool)
         return {} if schema is None else arguments(schema, _prompt(self.row))
+
+
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """A struct's schema with its top-level `$ref` resolved (its `$defs` kept)."""
+    ref = schema.get("$ref")
+    if not isinstance(ref, str):
+        return schema
+    defs = schema.get("$defs") or {}
+    return {**defs.get(ref.rsplit("/", 1)[-1], {}), "$defs": defs}
+
+
+def _types(schema: dict[str, Any]) -> set[str]:
+    """The JSON types a property's schema allows (`anyOf` unrolled); empty when it says none."""
+    if isinstance(schema.get("anyOf"), list):
+        return {kind for option in schema["anyOf"] if isinstance(option, dict) for kind in _types(option)}
+    kind = schema.get("type")
+    return (
+        {kind}
+        if isinstance(kind, str)
+        else {k for k in kind if isinstance(k, str)}
+        if isinstance(kind, list)
+        else set()
+    )
+
+
+def _listed(types: set[str]) -> str:
+    return " or ".join(sorted(types))
 
 
 def _sample_row(env: Environment) -> dict[str, Any]:

@@ -145,6 +145,59 @@ async def test_an_environment_served_by_another_language_is_checked_against_its_
     assert not found["verify"].ok and "`reward` must be a finite number, got 'high'" in found["verify"].detail
 
 
+async def test_a_tool_the_row_offers_with_other_fields_or_types_than_it_takes_is_reported(
+    host: bus.ServiceHost, nc: Client
+) -> None:
+    """The row's hand-written schema says `city` is a number and adds `units`: a model that
+    follows it gets only refusals, and the check says so rather than passing on the refusal."""
+    env = replace(BROKEN, name="misdeclared_env", seed=None, verify=_rewarding, tools=(get_weather,))
+    await host.add(environment_service(env, MemoryState()))
+    parameters = {"type": "object", "properties": {"city": {"type": "integer"}, "units": {"type": "string"}}}
+    row = {"responses_create_params": {"input": "Weather in 94110?", "tools": [
+        {"type": "function", "name": "get_weather", "parameters": parameters}]}}  # fmt: skip
+    items = await check_environment(bus.Bus.over(nc), EnvironmentContract.of(env, row), TIMEOUTS)
+    _print(items)
+    found = _by_name(items)["schema get_weather"]
+    assert not found.ok
+    assert found.detail == (
+        "`units` is offered, but the tool takes no such field; "
+        "`city` is offered as integer, but the tool takes string"
+    )
+
+
+async def _rewarding(request: VerifyRequest, session: Session) -> VerifyResult:
+    return VerifyResult(reward=1.0)
+
+
+TWO_ENVIRONMENTS = """
+from gymbus.functions import Environment, VerifyResult
+
+async def verify(request, session):
+    return VerifyResult(reward=1.0)
+
+FIRST = Environment(name="first_of_two", verify=verify)
+SECOND = Environment(name="second_of_two", verify=verify)
+"""
+
+
+def test_the_command_takes_one_environment_of_a_file_that_defines_two(
+    tmp_path: Path, no_nats_url: None
+) -> None:
+    source = tmp_path / "two_envs.py"
+    source.write_text(TWO_ENVIRONMENTS)
+
+    def check(target: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "gymbus.runner", "check", target], capture_output=True,
+                              text=True, timeout=60, check=False, cwd=tmp_path)  # fmt: skip
+
+    both = check("two_envs.py")
+    assert both.returncode == 1
+    assert "defines 2 environments: first_of_two, second_of_two; pick one as two_envs.py:NAME" in both.stderr
+    one = check("two_envs.py:second_of_two")
+    assert one.returncode == 0, one.stdout + one.stderr
+    assert "second_of_two: all 4 checks passed" in one.stderr
+
+
 async def test_an_environment_nobody_serves_fails_at_its_ping(nc: Client) -> None:
     items = await check_environment(
         bus.Bus.over(nc), EnvironmentContract.from_row("nobody_serves_this", None), TIMEOUTS
@@ -162,15 +215,16 @@ def test_the_command_passes_a_good_environment(tmp_path: Path, no_nats_url: None
     print(done.stdout)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert [line.split(":")[0].split()[-1] for line in lines] == [
+    assert [line.split(":")[0].split(maxsplit=1)[-1] for line in lines] == [
         "service",
         "subjects",
         "seed",
-        "get_weather",
+        "tool get_weather",
+        "schema get_weather",
         "verify",
     ]
     assert all(line.startswith("OK") for line in lines)
-    assert "all 5 checks passed" in done.stderr
+    assert "all 6 checks passed" in done.stderr
     assert json.loads(lines[3].split("replied ", 1)[1])["city"]  # the city the prompt names
 
 
