@@ -165,9 +165,11 @@ def _configure_logging(verbose: bool) -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-_PIPED_HELP_WIDTH = 200
+_PIPED_HELP_WIDTH = 110
 """Columns of `--help` when it is not shown on a terminal: rich would lay it out for 80,
-cutting option names (`--rollout-time…`) that a `| grep` then misses."""
+cutting option names (`--rollout-time…`) that a `| grep` then misses, and pads every line
+to the width it is given (200 made a page nobody reads in a pager or a file). At 110 no
+command's option name or help is cut."""
 
 
 def main() -> None:

@@ -433,6 +433,14 @@ def test_piped_help_keeps_every_option_name_whole() -> None:
     assert "…" not in done.stdout
 
 
+@pytest.mark.parametrize("command", ["collect", "verify", "serve"])
+def test_piped_help_is_as_wide_as_a_page_and_cuts_nothing(command: str) -> None:
+    done = run_cli(command, "--help")  # `gym-runner verify --help | less`, or into a file
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 110 and not any("…" in line for line in lines), done.stdout
+
+
 def test_logs_off_a_terminal_are_whole_lines_never_wrapped_or_padded(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     done = run_cli(
