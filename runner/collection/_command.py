@@ -18,11 +18,11 @@ from .._input import UnknownAgent, open_input
 from .._interrupts import Interrupts, interrupted_exit_code
 from .._options import ModelApi, ModelKey, ModelUrl, TokenCapture, model_options
 from .._output import WriteFailed
+from .._own import own_functions
 from .._progress import ProgressView
 from .._sources import SourceError
 from ._collect import CollectOptions, CollectResult, collect
 from ._lock import OutputInUse
-from ._own import own_functions
 from ._plan import PlanChanged
 from ._shared_bus import refused_on_shared_bus
 from ._summary import agent_lines, exit_code, failure_lines, plural, result_line

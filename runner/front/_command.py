@@ -7,10 +7,15 @@ from typing import Annotated
 
 import typer
 
+from gymbus.bus import nats_url_from_env
 from gymbus.functions import AGENTS
 from gymbus.schemas import GymError, output_text
 
-from .._console import fail, say
+from .._console import ExitCode, fail, say
+from .._input import nearest
+from .._options import ModelApi, ModelKey, ModelUrl, model_options
+from .._own import own_functions
+from .._sources import SourceError
 from ._front import DEFAULT_HEAD_PORT, FrontOptions, install_stop, run_front
 from ._layout import Layout
 from ._started import NEMO_GYM_ROOT, run_started_front
@@ -93,22 +98,63 @@ def front_command(
 
 
 def talk_command(
-    agent: Annotated[str, typer.Argument(help="The agent, as rows name it (`agent_ref.name`).")],
+    agent: Annotated[
+        str,
+        typer.Argument(
+            help="The agent, as rows name it (`agent_ref.name`), or a Python file or module defining your own "
+            "(FILE[:NAME])."
+        ),
+    ],
     prompt: Annotated[str, typer.Argument(help="What the user says.")],
     system: Annotated[str | None, typer.Option(help="A system message before it.")] = None,
+    model_url: ModelUrl = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            envvar="POLICY_MODEL",
+            help="Model name at --model-url; without it, the model function serving the policy: a Python "
+            "file or module defining your own (FILE[:NAME]), or an installed model's name.",
+        ),
+    ] = None,
+    model_api_key: ModelKey = None,
+    model_api: ModelApi = "responses",
 ) -> None:
-    """Talk to an agent on the bus at NATS_URL once: print the model's turns, its tool calls
-    and their outputs, and the answer. No dataset, no reward: the agent's loop without a verdict.
+    """Talk to an agent once: print the model's turns, its tool calls and their outputs, and
+    the answer. No dataset, no reward: the agent's loop without a verdict.
 
-    Example:
+    With NATS_URL set, the agent's loop runs here on that bus, with the environment and model
+    served there (on a locked bus, with the agent's credentials). With none, starts an embedded
+    nats-server and workers serving the agent's environment and its policy (the offline policy,
+    unless --model-url or --model says otherwise), as `collect` does, and stops them.
+
+    Examples:
 
         gym-runner talk example_single_tool_call_simple_agent "what's it like in sf?"
+
+        gym-runner talk examples/shopping_list/shopping_list/environment.py "add milk, please"
     """
-    known = AGENTS.get(agent)
-    if known is None:
-        fail(f"{agent} is not one of GymBus's agents (known: {', '.join(sorted(AGENTS))})")
+    url = nats_url_from_env()
+    if url is not None and (model_url or model):
+        fail(
+            "--model-url and --model choose the policy talk serves itself, on the embedded default; on the "
+            "bus at NATS_URL the agent calls the model served there: serve yours there, or unset NATS_URL",
+            ExitCode.USAGE,
+        )
     try:
-        response = asyncio.run(talk_once(known, prompt, system, None))
+        chosen = own_functions(agent, None if model_url else model, shared_bus=url is not None)
+    except SourceError as exc:
+        fail(str(exc), ExitCode.USAGE)
+    found = AGENTS.get(chosen.agent or agent)
+    if found is None:
+        fail(
+            f"{agent}: not an agent GymBus or an installed package defines{nearest(agent, AGENTS)}; give "
+            "an agent of your own by its file: gym-runner talk path/to/my_agent.py[:NAME] PROMPT",
+            ExitCode.USAGE,
+        )
+    options = model_options(model_url, model, model_api_key, model_api) if model_url else None
+    try:
+        response = asyncio.run(talk_once(found, prompt, system, url, chosen, options))
     except GymError as exc:
         fail(str(exc))
     for who, what in conversation_lines(response):

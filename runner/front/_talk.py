@@ -1,20 +1,31 @@
 """`gym-runner talk`: one prompt to an agent on the bus, and its whole answer printed.
 
 NeMo Gym's quickstart step "talk to your agent once", without a dataset: the agent's
-loop runs here over the bus (`FrontBus.talk`), offered its environment's tools, and
+loop runs here over the bus (`bus.front.talk`), offered its environment's tools, and
 each model turn, tool call and tool output is printed as it appears in the response.
+
+With `NATS_URL`, the environment and model are those served there, and this process
+runs the agent's loop with the agent's own credentials (`agent-<name>`). With none, it
+starts an embedded server and, as `collect` does, worker processes serving the agent's
+environment and its policy (the offline policy, a model at `--model-url`, or a model of
+one's own), and stops them at the end.
 """
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from gymbus.bus import open_bus
-from gymbus.bus.front import FrontBus
-from gymbus.functions import ENVIRONMENTS, Agent
+from gymbus.bus import Bus, ServeOptions, open_bus
+from gymbus.bus.front import talk
+from gymbus.functions import ENVIRONMENTS, Agent, ModelOptions, policy_adapter
 from gymbus.schemas import DEFAULT_TIMEOUTS, Item, Response, ResponsesCreateParams, Timeouts, Tool, item_text
+
+from .._own import OwnChoice
+from .._workers import Supervised, WorkerProcesses, start_workers, stop_workers
 
 __all__ = ["conversation_lines", "talk_once", "tools_of"]
 
@@ -38,18 +49,59 @@ def _schema(args_type: type) -> dict[str, Any]:
 
 
 async def talk_once(
-    agent: Agent, prompt: str, system: str | None, nats_url: str | None, timeouts: Timeouts = DEFAULT_TIMEOUTS
+    agent: Agent,
+    prompt: str,
+    system: str | None,
+    nats_url: str | None,
+    chosen: OwnChoice | None = None,
+    model: ModelOptions | None = None,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
 ) -> Response:
-    """`agent`'s response to `prompt` (after `system`, if given), its tools offered."""
+    """`agent`'s response to `prompt` (after `system`, if given), its tools offered: on the
+    bus at `nats_url`, or on an embedded one with the workers it needs (see the module):
+    the policy `chosen` names (`--model FILE`), else the adapter `model` calls for."""
     items = ([Item(role="system", content=system)] if system else []) + [Item(role="user", content=prompt)]
     tools = tools_of(agent)
     params = ResponsesCreateParams(input=items, tools=tools or msgspec.UNSET)
-    async with open_bus(nats_url, name="gym-runner talk", timeouts=timeouts) as bus:
-        front = await FrontBus.open(bus, timeouts=timeouts)
-        try:
-            return await front.talk(agent, params)
-        finally:
-            await front.close()
+    role = f"agent-{agent.name}" if nats_url else "runner"
+    async with open_bus(nats_url, name="gym-runner talk", timeouts=timeouts, role=role) as bus:
+        if bus.embedded is None:
+            return await talk(bus, agent, params, timeouts)
+        with tempfile.TemporaryDirectory(prefix="gymbus-talk-") as work:
+            log = Path(work) / "workers.log"
+            workers = await _start_workers(bus, agent, chosen or OwnChoice(), model, log, timeouts)
+            try:
+                # The embedded server's runner may not call an environment: its workers may.
+                async with open_bus(
+                    bus.url, name="gym-runner talk", timeouts=timeouts, auth=bus.worker_auth(), role="worker"
+                ) as calls:
+                    return await talk(calls, agent, params, timeouts)
+            finally:
+                await stop_workers(workers, timeouts.drain)
+
+
+async def _start_workers(
+    bus: Bus, agent: Agent, chosen: OwnChoice, model: ModelOptions | None, log: Path, timeouts: Timeouts
+) -> Supervised:
+    """One worker serving `agent`'s environment and its policy model (under the name the
+    agent calls it), and one per other model it calls (a user simulator), by the same adapter."""
+    policy = chosen.own.for_worker([chosen.policy or policy_adapter(model)])
+    serve = ServeOptions(
+        functions=(*chosen.own.for_worker([agent.environment]), *policy),
+        model=model or ModelOptions(),
+        served_model=agent.model,
+        timeouts=timeouts,
+    )
+    auth = bus.worker_auth()
+    groups = [
+        (WorkerProcesses(serve, bus.url, log, auth=auth), [agent.environment, agent.model]),
+        *(
+            (WorkerProcesses(ServeOptions(policy, serve.model, other, timeouts=timeouts), bus.url, log, auth=auth),
+             [other])
+            for other in agent.other_models
+        ),
+    ]  # fmt: skip
+    return await start_workers(bus, groups, timeouts)
 
 
 def conversation_lines(response: Response) -> list[tuple[str, str]]:

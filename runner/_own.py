@@ -1,4 +1,4 @@
-"""`collect --agent FILE` and `collect --model FILE`: an agent or a policy model of the
+"""`--agent FILE` and `--model FILE` (`collect`, `talk`): an agent or a policy model of the
 user's own, given by the file or module that defines it, as a built-in is given by name.
 
 The file is loaded here (its names join the registry, so the rows' `agent_ref` and the
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from gymbus.functions import AGENTS, ENVIRONMENTS, MODELS, Agent, FunctionClash, Model
 
-from .._sources import OwnFunctions, SourceError, is_source
+from ._sources import OwnFunctions, SourceError, is_source
 
 __all__ = ["OwnChoice", "own_functions"]
 
