@@ -18,6 +18,10 @@ default) that datasets name in `agent_ref`. `Session.load`/`save` keep per-rollo
 (a judge). An agent of your own is an `Agent` over an `AgentFunction`; a model adapter a
 `Model` whose `make` builds a `ModelFunction`.
 
+An environment's settings are a struct with defaults (`Environment.settings` names its
+type), changed by the JSON object in the variable `GYMBUS_<NAME>`; its functions read them
+with `settings(MySettings, "my_env")`.
+
 Errors a tool may raise: `BadRequest` (the arguments make no sense) and `NotFound` (no such
 thing, or a session that was never seeded) reach the model as the tool's output,
 `{"error": "<message>"}`, and the rollout goes on. Any other exception is a bug: the model
@@ -74,6 +78,7 @@ from ._spec import (
     tool,
 )
 from .agents import AGENT_KINDS
+from .environments._settings import settings
 
 __all__ = [
     "AGENTS",
@@ -113,5 +118,6 @@ __all__ = [
     "find",
     "names",
     "policy_adapter",
+    "settings",
     "tool",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,34 @@ def test_files_and_modules_are_told_from_function_names() -> None:
     assert [is_source(a) for a in ("mcqa", "my_env.py", "pkg.env", "dir/env", "nemo-gym:mcqa/x")] == [
         False, True, True, True, False,
     ]  # fmt: skip
+
+
+GUIDE = REPO / "docs" / "own-environment.md"
+
+
+def test_the_guides_install_brings_pytest_before_its_test_command(tmp_path: Path) -> None:
+    guide = GUIDE.read_text()
+    install, test = "pip install -e 'my_env[test]'", "python -m pytest my_env"
+    assert install in guide and guide.index(install) < guide.index(test)
+    pyproject = tomllib.loads(write_package("my_env", tmp_path).root.joinpath("pyproject.toml").read_text())
+    assert any(dep.startswith("pytest") for dep in pyproject["project"]["optional-dependencies"]["test"])
+
+
+def test_the_guide_says_how_cpu_bound_work_runs_as_the_field_does() -> None:
+    guide = " ".join(GUIDE.read_text().split())
+    assert "cpu_bound=True" in guide and "runs each of its calls in a thread of its own" in guide
+    assert "process pool" not in guide  # cpu_bound's calls run in threads (functions/_spec.py), not processes
+
+
+def test_the_guides_settings_are_read_as_it_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    import msgspec
+
+    from gymbus.functions import settings
+
+    class MyEnvSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+        strict: bool = False
+
+    assert 'settings(MyEnvSettings, "my_env")' in GUIDE.read_text()
+    assert settings(MyEnvSettings, "my_env").strict is False
+    monkeypatch.setenv("GYMBUS_MY_ENV", '{"strict": true}')
+    assert settings(MyEnvSettings, "my_env").strict is True
