@@ -8,7 +8,10 @@ server, which busy cores would miss), then
 stored rollouts. NeMo Gym builds a virtual environment per server with uv; here each
 server's directory is given the environment GymBus built for it from the same
 requirements (`+uv_venv_dir` to a tree of links, `+skip_venv_if_present`), so both sides
-run the same packages and no build happens at start.
+run the same packages and no build happens at start. Where GymBus cannot build one (its
+install refused a download, a conflict in its rewrite of the requirements), no link is made
+and NeMo Gym's own installer builds it as `ng_run` starts: its refusal, if any, is NeMo Gym's
+side's own, in its own log.
 """
 
 from __future__ import annotations
@@ -29,14 +32,17 @@ from bench._procs import stop_ng_run
 from bench._ray import RAY_ENVIRONMENT
 from gymbus.functions.nemo_gym import requirements_of, virtual_env
 from gymbus.functions.nemo_gym._venv import pinned, tool_path
+from gymbus.schemas import GymError
 
-__all__ = ["OwnStack", "materialize", "needs_vllm", "ray_binary"]
+__all__ = ["OwnStack", "materialize", "model_names", "needs_vllm", "ray_binary"]
 
 _KINDS = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
 POLICY = "policy_model"
 _RAISED = re.compile(r"^[\w.]+(Error|Exception|Exit)\b.*:")
 START_TIMEOUT = 300.0
 """Seconds `ng_run` gets to start every server of the config."""
+OWN_INSTALL_TIMEOUT = 900.0
+"""Seconds `ng_run` gets where NeMo Gym's own installer builds an environment first."""
 
 
 def ray_binary() -> Path:
@@ -57,6 +63,22 @@ def needs_vllm(config_file: Path) -> bool:
             if allowed and "openai_model" not in allowed:
                 return True
     return False
+
+
+def model_names(config_file: Path) -> set[str]:
+    """The model servers the config refers to (`type: responses_api_models`, `name: ...`),
+    read from its YAML as NeMo Gym reads it, not through GymBus's config reader."""
+    found: set[str] = set()
+    pending: list[Any] = [yaml.safe_load(config_file.read_text())]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            if value.get("type") == "responses_api_models" and isinstance(value.get("name"), str):
+                found.add(value["name"])
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return found
 
 
 def _openai_model(endpoint: Any, name: str) -> dict[str, Any]:
@@ -103,6 +125,8 @@ class OwnStack:
         self.tree = base.site_packages()
         self.work = work
         self.log = work / "ng_run.log"
+        self.own_installs: list[str] = []
+        """The server directories NeMo Gym's own installer builds (GymBus's build refused them)."""
         models = work / "census_models.yaml"
         served = {name: _openai_model(endpoint, name) for name in (POLICY, *judges)}
         if needs_vllm(config_file):
@@ -142,8 +166,10 @@ class OwnStack:
 
     def _link_environments(self, config_file: Path, models: set[str]) -> Path:
         """A tree `<kind>/<name>/.venv` of links to the environments GymBus built (building
-        any not built yet) for every server directory the config names and the census's `models`."""
+        any not built yet) for every server directory the config names and the census's
+        `models`; one GymBus cannot build is left to NeMo Gym's own installer."""
         root = self.work / "venvs"
+        root.mkdir(parents=True, exist_ok=True)
         directories = {self.tree / "responses_api_models" / model for model in models}
         document = yaml.safe_load(config_file.read_text()) or {}
         for value in document.values():
@@ -152,7 +178,11 @@ class OwnStack:
                     for name in value.get(kind) or {}:
                         directories.add(self.tree / kind / name)
         for directory in sorted(path for path in directories if path.is_dir()):
-            env = virtual_env(requirements_of(directory), directory.name, directory)
+            try:
+                env = virtual_env(requirements_of(directory), directory.name, directory)
+            except GymError:
+                self.own_installs.append(f"{directory.parent.name}/{directory.name}")
+                continue
             link = root / directory.parent.name / directory.name / ".venv"
             link.parent.mkdir(parents=True, exist_ok=True)
             if not link.exists():
@@ -166,7 +196,8 @@ class OwnStack:
                 [str(self.bin / "ng_run"), *self.settings], cwd=self.work, stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True, env=self.environment,
             )  # fmt: skip
-        deadline = time.monotonic() + START_TIMEOUT
+        limit = OWN_INSTALL_TIMEOUT if self.own_installs else START_TIMEOUT
+        deadline = time.monotonic() + limit
         while True:
             text = self.log.read_text(errors="replace")
             if "servers ready!" in text:
@@ -174,7 +205,7 @@ class OwnStack:
             if self.process.poll() is not None:
                 return f"ng_run exited with code {self.process.returncode}: " + _server_failure(text)[-3000:]
             if time.monotonic() > deadline:
-                return f"ng_run did not start within {START_TIMEOUT:.0f} s: " + text[-3000:]
+                return f"ng_run did not start within {limit:.0f} s: " + text[-3000:]
             time.sleep(1)
 
     def stop(self) -> None:
@@ -203,8 +234,10 @@ class OwnStack:
             return status
 
     def collect(self, agent: str, rows: Path, output: Path, timeout: float) -> int:
-        """`ng_collect_rollouts` of `rows` with `agent`: its exit status."""
-        command = [str(self.bin / "ng_collect_rollouts"), *self.settings[2:], f"+agent_name={agent}",
+        """`ng_collect_rollouts` of `rows` with `agent` (where none, the one each row names):
+        its exit status."""
+        named = [f"+agent_name={agent}"] if agent else []
+        command = [str(self.bin / "ng_collect_rollouts"), *self.settings[2:], *named,
                    f"+input_jsonl_fpath={rows}", f"+output_jsonl_fpath={output}"]  # fmt: skip
         return self._run(command, output.with_suffix(".log"), timeout)
 
