@@ -387,6 +387,7 @@ async def _publish_all(state: _RunState, materialized: MaterializedInputs, count
             await materialized.add(item.body)
         if _written_before(item, state.progressed, state.options.max_attempts):
             state.ledger.settle(item.seq)
+            state.ledger.free_settled()
             state.view.skip(1)
             counts["skipped"] += 1
             counts["done_before"] += _done_before(item, state.progressed)

@@ -25,6 +25,7 @@ class Ledger:
         self._bits = bytearray((total + 7) // 8)
         self.book = RunBook(grace)
         self.window = Slots(concurrency)
+        self._held = 0
         self.all_settled = asyncio.Event()
         if total == 0:
             self.all_settled.set()
@@ -53,21 +54,26 @@ class Ledger:
         }
         return self.book.submitted(seq, time.time() + timeout, **keys)
 
-    def settle(self, seq: int) -> Submitted | None | bool:
-        """Mark `seq` settled. Returns `False` if it already was (a duplicate), else its
-        in-flight entry (or `None` for one that was never launched)."""
-        if not 0 <= seq < self.total:
+    def settle(self, seq: int) -> bool:
+        """Mark `seq` settled; `False` if it already was (a duplicate) or is not of this run.
+        The window's slot it held stays taken until `free_settled`: its result leaves the
+        bus only once its row is written, so the results the bus holds for the run stay
+        within the window."""
+        if not 0 <= seq < self.total or self.is_settled(seq):
             return False
-        entry = self.book.settle(seq)
-        if entry is not None:
-            self.window.release()
-        if self.is_settled(seq):
-            return False
+        if self.book.settle(seq) is not None:
+            self._held += 1
         self._bits[seq >> 3] |= 1 << (seq & 7)
         self.settled += 1
         if self.settled == self.total:
             self.all_settled.set()
-        return entry
+        return True
+
+    def free_settled(self) -> None:
+        """Give back the slots of the rollouts settled so far: their rows are safe."""
+        for _ in range(self._held):
+            self.window.release()
+        self._held = 0
 
     def given_up(self, seq: int, deliveries: int) -> bytes | None:
         """The failure row of in-flight `seq`, which JetStream gave up on (`None` if not in flight)."""

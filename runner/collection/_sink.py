@@ -98,6 +98,7 @@ class ResultSink:
         written = sum(self._take(result) for result in batch)
         await self.flush()  # on disk before acked
         await self.client.ack(batch)
+        self.ledger.free_settled()  # written and off the bus: their slots take new rollouts
         if written:
             self.view.advance(written, self.metrics.mean_reward)
 
@@ -150,8 +151,9 @@ class ResultSink:
 
     def record(self, seq: int, row: bytes) -> None:
         """Settle `seq` with a row made by the runner itself (a bad input row, an expired task)."""
-        if self.ledger.settle(seq) is not False:
+        if self.ledger.settle(seq):
             self._write(row, row_fields(row))
+            self.ledger.free_settled()  # no result of it is on the bus
             self.view.advance(1, self.metrics.mean_reward)
 
     async def flush(self) -> None:
