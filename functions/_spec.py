@@ -160,6 +160,7 @@ class Environment:
     import on a worker's first call would stall every call that worker serves.
     `cpu_bound` says its calls hold the CPU in Python for long (see the field).
     `settings`, if given, is the type of its settings (see the field).
+    `re_verifiable=False` says its verify cannot judge a stored rollout (see the field).
     """
 
     name: str
@@ -190,6 +191,11 @@ class Environment:
     read from the variable `GYMBUS_<NAME>` as a JSON object (`environments._settings`). Named
     here, a bad variable is refused before the first rollout (`check_settings`), not by every
     verify after the model calls were paid."""
+    re_verifiable: bool = True
+    """Whether its verify gives a stored rollout (its row and `response`, in a fresh
+    session) the reward the rollout got. `False` for a verify that needs the rollout's own
+    session (a sandbox the rollout left, say): `gym-runner verify` then reports its rows as
+    not re-verifiable, rather than re-scoring them into disagreements that are not."""
 
     def check_settings(self) -> None:
         """`BadRequest` naming the variable if it does not hold this environment's settings."""

@@ -22,8 +22,9 @@
 
 A row that cannot be verified (not JSON, no `response`, no agent, an agent without a
 built-in environment, no input row to join with, nobody serving its verify subject, an
-error reply) becomes one failure row naming its file and line; every other row is still
-verified.
+error reply, an environment whose verify needs the rollout's own session: "not
+re-verifiable", `Environment.re_verifiable`) becomes one failure row naming its file and
+line; every other row is still verified.
 
 The embedded default starts the environments the rows need and the policy model as
 `policy` (an LLM judge's default); `--model-url` makes that an OpenAI-compatible endpoint.
@@ -49,7 +50,7 @@ from gymbus.bus import (
     open_bus,
     subjects,
 )
-from gymbus.functions import AGENT_KINDS, AGENTS, Agent, ModelOptions, policy_adapter
+from gymbus.functions import AGENT_KINDS, AGENTS, ENVIRONMENTS, Agent, ModelOptions, policy_adapter
 from gymbus.schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,
@@ -199,7 +200,13 @@ async def verify_rollouts(
         needed |= inputs.agents if inputs else set()
         async with open_bus(options.nats_url, name="gym-runner verify", timeouts=options.timeouts) as bus:
             known = AGENTS if bus.embedded else {**AGENTS, **await _live_agents(bus)}
-            environments = sorted({known[name].environment for name in needed if name in known})
+            environments = sorted(
+                {
+                    known[name].environment
+                    for name in needed
+                    if name in known and _re_verifiable(known[name].environment)
+                }
+            )
             workers = await _start_workers(environments, bus, options) if bus.embedded else None
             try:
                 served = await _served(bus, environments, view)
@@ -329,6 +336,9 @@ async def _verify_row(
         return _failed(line, number, "invalid_input", str(exc))
     except RolloutFailed as exc:
         return _failed(line, number, exc.failure_class, exc.message)
+    if not _re_verifiable(stored.environment):
+        return _failed(stored.body, number, "not_re_verifiable", _NOT_RE_VERIFIABLE.format(
+            where=f"{path}:{number}", environment=stored.environment))  # fmt: skip
     if stored.environment not in verification.served:
         return _unserved(stored, path, verification.workers_log)
     try:
@@ -347,6 +357,19 @@ async def _verify_row(
     except GymError as exc:
         return _failed(stored.body, number, "verify_failed", f"{path}:{number}: verify failed: {exc}")
     return _Verified(stored, row, fields, reward)
+
+
+_NOT_RE_VERIFIABLE = (
+    "{where}: not re-verifiable: {environment} says its verify needs the rollout's own session "
+    "(Environment.re_verifiable is False), which a stored rollout no longer has"
+)
+
+
+def _re_verifiable(name: str) -> bool:
+    """Whether the environment `name`, as far as this process knows it, can judge a stored
+    rollout; one known only on the bus is taken to."""
+    environment = ENVIRONMENTS.get(name)
+    return environment is None or environment.re_verifiable
 
 
 def _unserved(stored: Stored, path: str, workers_log: Path | None) -> _Failed:

@@ -214,3 +214,33 @@ def test_the_scaffolds_environment_re_verifies_its_stored_rollouts(tmp_path: Pat
     verified = _run(["verify", "-i", "out/r.jsonl", "-o", "out/v.jsonl", "--agent", environment], root)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "5 agree with the stored reward, 0 disagree" in verified.stderr
+
+
+SESSION_BOUND = """
+from gymbus.functions import Environment, VerifyResult
+
+
+async def verify(request, session):
+    return VerifyResult(reward=float(await session.state.get(session.id) is not None))
+
+
+ENVIRONMENT = Environment(name="sandboxed", verify=verify, agents=("sandboxed_simple_agent",), re_verifiable=False)
+"""
+
+
+def test_a_verify_that_needs_its_session_is_reported_not_re_verifiable_not_as_disagreeing(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "sandboxed.py").write_text(SESSION_BOUND)
+    response = {"id": "r", "created_at": 0, "model": "m", "output": []}
+    stored = {**_row(1), "agent_ref": {"type": "responses_api_agents", "name": "sandboxed_simple_agent"},
+              "response": response, "reward": 1.0}  # fmt: skip
+    (tmp_path / "stored.jsonl").write_text(json.dumps(stored) + "\n")
+    verified = _run(
+        ["verify", "-i", "stored.jsonl", "-o", "out/v.jsonl", "--agent", "sandboxed.py"], tmp_path
+    )
+    assert verified.returncode == 4, verified.stderr  # no row verified
+    assert "0 agree with the stored reward, 0 disagree; 1 could not be verified" in verified.stderr
+    assert "not re-verifiable: sandboxed says its verify needs the rollout's own session" in verified.stderr
+    (failure,) = _read(tmp_path / "out" / "v_failures.jsonl")
+    assert "not_re_verifiable" in json.dumps(failure)
