@@ -75,10 +75,10 @@ from ._spec import (
     SessionState,
     TaskMetrics,
     Tool,
+    settings,
     tool,
 )
 from .agents import AGENT_KINDS
-from .environments._settings import settings
 
 __all__ = [
     "AGENTS",

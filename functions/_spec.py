@@ -41,6 +41,7 @@ __all__ = [
     "SessionState",
     "TaskMetrics",
     "Tool",
+    "settings",
     "tool",
 ]
 
@@ -200,9 +201,17 @@ class Environment:
     def check_settings(self) -> None:
         """`BadRequest` naming the variable if it does not hold this environment's settings."""
         if self.settings is not None:
-            from .environments._settings import settings  # noqa: PLC0415 - the environments' own rule
-
             settings(self.settings, self.name)
+
+
+def settings(kind: type[S], environment: str) -> S:
+    """`environment`'s settings as `kind` (a struct with a default for each): its defaults,
+    changed by the JSON object in the variable `GYMBUS_<ENVIRONMENT>`; `BadRequest` naming
+    the variable if it holds no such object. What an environment's functions call to read
+    their settings."""
+    from .environments._settings import settings as read  # noqa: PLC0415 - imported on first use
+
+    return read(kind, environment)
 
 
 class Calls(Protocol):
