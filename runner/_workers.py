@@ -68,14 +68,15 @@ class _Slot:
 
 class WorkerProcesses:
     """`count` processes of `gym-runner serve` connecting with `auth`, their output appended
-    to `log`, which is kept: failure rows of a bug say "see the worker log". Supervised
-    while `supervise()` runs, or whenever `check()` is called; see the module docstring."""
+    to `log`, which is kept: failure rows of a bug say "see the worker log" (`None`: to
+    this process's own output). Supervised while `supervise()` runs, or whenever `check()`
+    is called; see the module docstring."""
 
     def __init__(
         self,
         options: ServeOptions,
         url: str,
-        log: Path,
+        log: Path | None,
         count: int = 1,
         auth: BusAuth | None = None,
         *,
@@ -95,7 +96,7 @@ class WorkerProcesses:
         self.failed: str | None = None
         """Why the group was given up on: its processes kept exiting as they started."""
         self.last_exit: str | None = None
-        """How the last process that exited ended, and its log's last line."""
+        """How the last process that exited ended, with its log's last line."""
         self.stopping = False
 
     @property
@@ -118,12 +119,12 @@ class WorkerProcesses:
         env = {**inherited, "NATS_URL": self.url, **self.auth.as_env(), **self.extra_env}
         if self.options.model.api_key:
             env["POLICY_API_KEY"] = self.options.model.api_key  # by environment, never on a command line
-        with open(self.log, "ab") as out:
+        with open(self.log, "ab") if self.log else contextlib.nullcontext() as out:
             process = subprocess.Popen(
                 worker_command(self.options),
                 env=env,
                 stdout=out,
-                stderr=subprocess.STDOUT,
+                stderr=subprocess.STDOUT if out else None,
                 stdin=subprocess.DEVNULL,
                 # Out of our process group: a terminal's Ctrl-C is for the runner,
                 # which stops the workers once the rollouts in flight are written.
@@ -150,13 +151,16 @@ class WorkerProcesses:
 
     def _exited(self, slot: _Slot, now: float) -> None:
         code = slot.process.returncode
-        self.last_exit = f"worker process {slot.process.pid} exited with code {code}: {self._last_line()}"
+        line = self._last_line()
+        self.last_exit = f"worker process {slot.process.pid} exited with code {code}" + (
+            f" ({line})" if line else ""
+        )
         ran = now - slot.started
         slot.failed_starts = slot.failed_starts + 1 if ran < self.timeouts.worker_steady else 0
         if slot.failed_starts >= self.limits.worker_failed_starts:
             self.failed = (
                 f"the worker processes serving {self.name} exited {slot.failed_starts} times in a row "
-                f"as they started; the last: {self.last_exit} (see {self.log})"
+                f"as they started; the last: {self.last_exit}" + (f" (see {self.log})" if self.log else "")
             )
             log.error("%s; not restarting them", self.failed)
             return
@@ -167,9 +171,11 @@ class WorkerProcesses:
 
     def _last_line(self) -> str:
         lines = [line for line in self._tail().splitlines() if line.strip()]
-        return lines[-1].strip() if lines else "(its log is empty)"
+        return lines[-1].strip() if lines else ""
 
     def _tail(self) -> str:
+        if self.log is None:
+            return ""
         try:
             with open(self.log, "rb") as log_file:
                 log_file.seek(max(0, log_file.seek(0, os.SEEK_END) - 4000))

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
-import subprocess
 from dataclasses import replace
 
 from gymbus.bus import (
-    ENV_VARS,
     BusAuth,
     EmbeddedServer,
     ServeOptions,
@@ -24,7 +21,7 @@ from gymbus.bus import (
 )
 
 from .._sources import function_names
-from .._workers import worker_command
+from .._workers import WorkerProcesses, worker_command
 
 __all__ = ["serve", "worker_command"]
 
@@ -70,19 +67,22 @@ async def _serve_here(options: ServeOptions) -> int:
 
 
 def _supervise(options: ServeOptions, replicas: int, url: str, auth: BusAuth) -> int:
-    # Credentials by environment (a file's path), never on a command line.
-    inherited = {name: value for name, value in os.environ.items() if name not in ENV_VARS}
-    env = {**inherited, "NATS_URL": url, **auth.as_env()}
-    if options.model.api_key:
-        env["POLICY_API_KEY"] = options.model.api_key  # by environment, never on a command line
-    children = [subprocess.Popen(worker_command(options), env=env) for _ in range(replicas)]
+    """`replicas` worker processes, supervised (`WorkerProcesses`: one that dies is
+    replaced), until SIGTERM or Ctrl-C; 1 if they kept exiting as they started."""
+    return asyncio.run(_supervised(WorkerProcesses(options, url, None, replicas, auth)))
 
-    def forward(signum: int, frame: object) -> None:
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
 
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    codes = [child.wait() for child in children]
-    return max(codes, default=0)
+async def _supervised(group: WorkerProcesses) -> int:
+    stop = asyncio.Event()
+    _install_stop(stop)
+    group.start()
+    supervising = asyncio.create_task(group.supervise())
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait([supervising, stopping], return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    await asyncio.to_thread(group.stop, group.timeouts.drain)
+    supervising.cancel()
+    if group.failed:
+        log.error("%s", group.failed)
+        return 1
+    return 0

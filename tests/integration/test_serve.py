@@ -93,3 +93,32 @@ async def test_agent_replicas_report_the_tasks_they_ran(nats_url: str, nc: Clien
     finally:
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=30) == 0
+
+
+async def test_a_replica_that_dies_is_replaced(nats_url: str, nc: Client, tmp_path: Path) -> None:
+    """`serve --replicas 2` supervises its processes: one SIGKILLed is replaced (said in its
+    log), and both serve again; a stop still ends them all, exit 0."""
+    import psutil
+
+    env = {**os.environ, "NATS_URL": nats_url}
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        command = [*RUNNER, "serve", "example_single_tool_call", "--replicas", "2"]
+        server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)  # noqa: ASYNC220 - a child to test
+    try:
+        deadline = time.monotonic() + 60
+        while len(await bus.service_infos(nc, "example_single_tool_call", window=0.2)) < 2:
+            assert time.monotonic() < deadline, f"replicas did not start:\n{log.read_text()}"
+        first = [p for p in psutil.Process(server.pid).children() if "serve" in p.cmdline()]
+        first[0].kill()
+        while (
+            "replaced a worker process" not in log.read_text()
+            or len(await bus.service_infos(nc, "example_single_tool_call", window=0.2)) < 2
+        ):
+            assert time.monotonic() < deadline + 30, f"no replacement:\n{log.read_text()}"
+            await asyncio.sleep(0.2)
+        now = {p.pid for p in psutil.Process(server.pid).children() if "serve" in p.cmdline()}
+        assert len(now) == 2 and first[0].pid not in now
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(server.wait, 30) == 0
