@@ -40,7 +40,9 @@ from gymbus.schemas import (
     DEADLINE,
     DEFAULT_TIMEOUTS,
     DELIVERY,
+    FAILURE_CLASS,
     MODEL_RETRY,
+    RESPONSE,
     ROLLOUT_RESTART,
     SESSION,
     STATS,
@@ -60,6 +62,7 @@ from gymbus.schemas import (
     failure_row,
     header_int,
     merge_row,
+    row_fields,
     seconds_left,
 )
 
@@ -199,9 +202,14 @@ class BusCalls:
             except SessionLost as exc:
                 raise ToolCallLost(f"tool {name}: {exc.message}") from None
 
-        reply = await retrying(
-            once, CALL_RETRY, should_retry=_undelivered, deadline=self.deadline, on_retry=self._count_call
-        )
+        try:
+            reply = await retrying(
+                once, CALL_RETRY, should_retry=_undelivered, deadline=self.deadline, on_retry=self._count_call
+            )
+        except GymError as exc:
+            # The agent named the tool; the model, which may read this error, has no use for a subject.
+            exc.subject = None
+            raise
         return reply.decode()
 
     async def _environment_is_up(self) -> bool:
@@ -243,6 +251,7 @@ async def run_rollout(
     try:
         async with asyncio.timeout(max(0.0, deadline - time.time())):
             result = await _restarting(nc, agent, row, deadline, timeouts, stats)
+        _check_rollout(agent, result)
         return merge_row(result, **stamps)
     except AgentUnavailable:
         raise  # not this rollout's failure: its task goes to another worker
@@ -258,6 +267,23 @@ async def run_rollout(
         log.exception("agent %s failed", agent.name)
         message = f"{agent.name} raised {type(exc).__name__}; see the worker log"
         return failure_row(row, "agent_failed", message, **stamps)
+
+
+def _check_rollout(agent: Agent, result: bytes) -> None:
+    """`RolloutFailed` unless what `agent` returned is a rollout row (it has `response`) or a
+    failure row of its own: a row without the response would be written, and trained on, as
+    a success, though no verify of it can run again."""
+    try:
+        fields = row_fields(result)
+    except (msgspec.DecodeError, RecursionError):
+        raise RolloutFailed("agent_failed", f"agent {agent.name} returned no JSON object") from None
+    if RESPONSE not in fields and FAILURE_CLASS not in fields:
+        raise RolloutFailed(
+            "agent_failed",
+            f"agent {agent.name} returned a row without `{RESPONSE}` (fields: {', '.join(sorted(fields))}): "
+            "an agent returns the task row with the model's response and the verdict set on it "
+            "(merge_row(row, verdict, response=response))",
+        )
 
 
 async def _restarting(
