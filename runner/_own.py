@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import typer
+
 from gymbus.functions import AGENTS, ENVIRONMENTS, MODELS, Agent, FunctionClash, Model
 
 from ._sources import OwnFunctions, SourceError, is_source
 
-__all__ = ["OwnChoice", "own_functions"]
+__all__ = ["OwnChoice", "given_model", "own_functions"]
 
 _MODEL_HINT = (
     "with no --model-url, --model names the model function that serves the policy (a Python file "
@@ -35,10 +37,10 @@ class OwnChoice:
     own: OwnFunctions = field(default_factory=OwnFunctions)
 
 
-def own_functions(agent: str | None, model: str | None, shared_bus: bool) -> OwnChoice:
-    """Load what `--agent` and `--model` (without `--model-url`) name; `SourceError` (bad
-    usage) if one cannot be loaded or is not an agent, a model. On a shared bus the policy
-    is whatever serves `policy` there: a model of one's own is served there, not by `collect`."""
+def own_functions(agent: str | None, model: str | None) -> OwnChoice:
+    """Load what `--agent` and `--model` name (`model`: only where the command serves the
+    policy itself, with no `--model-url`); `SourceError` (bad usage) if one cannot be
+    loaded or is not an agent, a model."""
     own = OwnFunctions()
     try:
         agent_name = own.load(agent, Agent) if agent is not None and is_source(agent) else agent
@@ -48,12 +50,6 @@ def own_functions(agent: str | None, model: str | None, shared_bus: bool) -> Own
         _check_environment(agent_name, agent)
     if model is None:
         return OwnChoice(agent_name, None, own)
-    if shared_bus:
-        raise SourceError(
-            f"--model {model} without --model-url: on the bus at NATS_URL the policy is what serves "
-            f"`policy` there; serve your model there (`gym-runner serve {model}`), or unset NATS_URL "
-            "to have collect start it"
-        )
     if not is_source(model):
         if model not in MODELS:
             raise SourceError(f"--model {model}: no model function of that name; {_MODEL_HINT}")
@@ -74,3 +70,14 @@ def _check_environment(agent: str, given: str | None) -> None:
         "GymBus nor an installed package defines: import it in the agent's module (from my_env import "
         "ENVIRONMENT), or install its package"
     )
+
+
+def given_model(
+    ctx: typer.Context, model: str | None, model_url: str | None, nats_url: str | None
+) -> str | None:
+    """The `--model` that names a model function: given on the command line (POLICY_MODEL
+    is the model at POLICY_BASE_URL, for whatever serves it), with no `--model-url`, where
+    the command starts the policy's workers itself (no NATS_URL)."""
+    source = ctx.get_parameter_source("model")
+    on_command_line = source is not None and source.name == "COMMANDLINE"
+    return model if on_command_line and not model_url and nats_url is None else None

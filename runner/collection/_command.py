@@ -18,7 +18,7 @@ from .._input import UnknownAgent, open_input
 from .._interrupts import Interrupts, interrupted_exit_code
 from .._options import ModelApi, ModelKey, ModelUrl, TokenCapture, model_options
 from .._output import WriteFailed
-from .._own import own_functions
+from .._own import given_model, own_functions
 from .._progress import ProgressView
 from .._sources import SourceError
 from ._collect import CollectOptions, CollectResult, collect
@@ -107,7 +107,7 @@ def collect_command(
     """
     nats_url = nats_url_from_env()
     try:
-        chosen = own_functions(agent, None if model_url else model, shared_bus=nats_url is not None)
+        chosen = own_functions(agent, given_model(ctx, model, model_url, nats_url))
     except SourceError as exc:
         fail(str(exc), ExitCode.USAGE)
     options = CollectOptions(

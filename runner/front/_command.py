@@ -12,9 +12,9 @@ from gymbus.functions import AGENTS
 from gymbus.schemas import GymError, output_text
 
 from .._console import ExitCode, fail, say
-from .._input import nearest
+from .._input import UnknownAgent, nearest
 from .._options import ModelApi, ModelKey, ModelUrl, model_options
-from .._own import own_functions
+from .._own import given_model, own_functions
 from .._sources import SourceError
 from ._front import DEFAULT_HEAD_PORT, FrontOptions, install_stop, run_front
 from ._layout import Layout
@@ -26,7 +26,11 @@ __all__ = ["front_command", "talk_command"]
 
 def front_command(
     agents: Annotated[
-        list[str] | None, typer.Argument(help="Agents to front; none: every agent a live worker serves.")
+        list[str] | None,
+        typer.Argument(
+            help="Agents and environments to front (an environment alone: its `/verify`, `/seed_session` "
+            "and tools); none: every agent and environment a live worker serves."
+        ),
     ] = None,
     host: Annotated[
         str, typer.Option(help="Address to listen on, and to give NeMo Gym's clients.")
@@ -51,7 +55,8 @@ def front_command(
         ),
     ] = False,
 ) -> None:
-    """Serve NeMo Gym's HTTP API in front of the agents on the bus at NATS_URL, until Ctrl-C.
+    """Serve NeMo Gym's HTTP API in front of the agents and environments on the bus at
+    NATS_URL, until Ctrl-C.
 
     NeMo Gym's own clients (`ng_collect_rollouts`, `RolloutCollectionHelper().run_examples`,
     `simple_agent/client.py`, a reward function that POSTs `/verify`) find the agents through
@@ -59,6 +64,11 @@ def front_command(
     `/run` is a durable task on the agent's queue, so a worker killed mid-rollout costs a
     redelivery, not an error; each environment a resources server (`/seed_session`,
     `/verify`, tools); each model `/v1/responses`. Each server has a port of its own.
+
+    What no live worker serves yet is waited for, up to three minutes, saying every 10 s
+    what it waits for (Ctrl-C stops the wait); a misspelt name is refused at once, with
+    the names it is close to. With none named, the front serves what is served when it
+    starts.
 
     A trainer that starts NeMo Gym itself from its `config_paths` (NeMo RL, veRL's recipe)
     starts the front too: add `resources_servers/gymbus/configs/gymbus_front.yaml` (or your
@@ -70,6 +80,8 @@ def front_command(
         gym-runner front example_single_tool_call_simple_agent --port 11000
 
         gym-runner front
+
+        gym-runner front mcqa --port 11000
 
         gym-runner front --nemo-gym-root
     """
@@ -93,11 +105,14 @@ def front_command(
 
     try:
         asyncio.run(main())
+    except UnknownAgent as exc:
+        fail(str(exc), ExitCode.USAGE)
     except (GymError, OSError, ValueError, KeyError) as exc:
         fail(str(exc))
 
 
 def talk_command(
+    ctx: typer.Context,
     agent: Annotated[
         str,
         typer.Argument(
@@ -135,14 +150,16 @@ def talk_command(
         gym-runner talk examples/shopping_list/shopping_list/environment.py "add milk, please"
     """
     url = nats_url_from_env()
-    if url is not None and (model_url or model):
+    given = [flag for name, flag in (("model_url", "--model-url"), ("model", "--model"))
+             if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]  # fmt: skip
+    if url is not None and given:
         fail(
-            "--model-url and --model choose the policy talk serves itself, on the embedded default; on the "
-            "bus at NATS_URL the agent calls the model served there: serve yours there, or unset NATS_URL",
+            f"{', '.join(given)}: the policy talk serves itself, on the embedded default; on the bus at "
+            "NATS_URL the agent calls the model served there: serve yours there, or unset NATS_URL",
             ExitCode.USAGE,
         )
     try:
-        chosen = own_functions(agent, None if model_url else model, shared_bus=url is not None)
+        chosen = own_functions(agent, given_model(ctx, model, model_url, url))
     except SourceError as exc:
         fail(str(exc), ExitCode.USAGE)
     found = AGENTS.get(chosen.agent or agent)
@@ -152,7 +169,7 @@ def talk_command(
             "an agent of your own by its file: gym-runner talk path/to/my_agent.py[:NAME] PROMPT",
             ExitCode.USAGE,
         )
-    options = model_options(model_url, model, model_api_key, model_api) if model_url else None
+    options = model_options(model_url, model, model_api_key, model_api) if model_url and not url else None
     try:
         response = asyncio.run(talk_once(found, prompt, system, url, chosen, options))
     except GymError as exc:

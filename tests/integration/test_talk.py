@@ -95,3 +95,11 @@ def test_talk_on_a_locked_bus_runs_with_the_agents_own_credentials(
     )
     assert done.returncode == 0, done.stderr
     assert "tool call: get_weather(" in done.stderr and "weather" in done.stdout.lower()
+
+
+def test_a_model_flag_on_a_shared_bus_is_refused_not_dropped() -> None:
+    done = _talk(
+        AGENT, "hi", "--model-url", "http://127.0.0.1:9/v1", env=_environ(NATS_URL="nats://127.0.0.1:9")
+    )
+    assert done.returncode == 2, done.stderr
+    assert "--model-url: the policy talk serves itself, on the embedded default" in done.stderr
