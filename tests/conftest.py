@@ -68,6 +68,17 @@ def nats_url(nats_server: bus.EmbeddedServer) -> str:
 
 
 @pytest.fixture
+def own_server() -> Iterator[str]:
+    """A nats-server of the test's own (its URL): its streams hold that test's messages only."""
+    server = bus.EmbeddedServer()
+    url = server.start()
+    try:
+        yield url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
 async def nc(nats_url: str) -> AsyncIterator[Client]:
     client = await bus.connect(nats_url, name="test")
     yield client

@@ -56,6 +56,7 @@ SLOW = {
     "integration/test_collect.py",
     "integration/test_demos.py",
     "integration/test_search_and_multi_turn.py",
+    "integration/test_one_wording.py",
     "integration/test_own_environment.py",
     "integration/test_serve.py",
     "integration/test_started_front.py",

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
@@ -35,17 +34,6 @@ RUNNER = [sys.executable, "-m", "gymbus.runner"]
 ROWS = 2000
 IN_FLIGHT = 64
 """Rollouts asked for at once: the front's callers, and `collect --concurrency`."""
-
-
-@pytest.fixture
-def own_server() -> Iterator[str]:
-    """A nats-server of the test's own: its results stream holds this test's results only."""
-    server = bus.EmbeddedServer()
-    url = server.start()
-    try:
-        yield url
-    finally:
-        server.stop()
 
 
 def spawn(args: list[str], url: str, log: Path) -> subprocess.Popen[bytes]:
