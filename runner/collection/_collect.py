@@ -259,7 +259,8 @@ def _check_settings(plan: Plan) -> None:
 def _why_unserved(name: str, known: Collection[str]) -> str:
     if name in known:
         return f"no worker serves it: start one with `gym-runner serve {name}`"
-    return "not an agent" + (nearest(name, known) or f" (the agents: {_listed(known)})")
+    listed = nearest(name, known) or f" (the agents: {_listed(known)})"
+    return f"not an agent{listed}; an agent of your own is given by its file: --agent path/to/{name}.py"
 
 
 async def _check_live_agents(bus: Bus, plan: Plan, default: str | None) -> None:

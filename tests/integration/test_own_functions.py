@@ -183,6 +183,13 @@ def test_own_agent_and_model_collect_on_the_embedded_default_and_re_verify(autho
     assert "3 agree with the stored reward, 0 disagree" in verified.stderr
 
 
+def test_rows_naming_an_agent_of_ones_own_without_its_file_say_how_to_give_it(author: Path) -> None:
+    collected = _run(["collect", "-i", "tasks.jsonl", "-o", "out/r.jsonl"], author)
+    assert collected.returncode == 2, collected.stderr
+    assert "counter_agent (3 rollouts): not an agent" in collected.stderr
+    assert "an agent of your own is given by its file: --agent path/to/counter_agent.py" in collected.stderr
+
+
 def test_an_agent_file_with_several_agents_asks_which(author: Path) -> None:
     (author / "two_agents.py").write_text(
         "from counter_agent import AGENT, run\nfrom gymbus.functions import Agent\n"
