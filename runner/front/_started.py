@@ -10,14 +10,17 @@ host and port, and serves the config from its own head server. The one that says
 
 1. reads the resolved config NeMo Gym passes every server (`NEMO_GYM_CONFIG_DICT`, its own
    name in `NEMO_GYM_CONFIG_PATH`);
-2. connects to `NATS_URL`, or starts an embedded nats-server, and starts the workers its
-   entry's `serve` names (GymBus's functions, and NeMo Gym servers hosted with their own
-   agents, `nemo-gym:<server>`), with the policy served as `policy` by the `vllm` model function
-   on the trainer's `policy_base_url` servers (token capture on), or by the offline policy
-   when there are none;
+2. connects to its entry's `nats_url` (or `NATS_URL`), or starts an embedded nats-server,
+   and starts, supervised (`runner._workers`), the worker processes its entry's `serve`
+   names (GymBus's functions, and NeMo Gym servers hosted with their own agents,
+   `nemo-gym:<server>`), as many as its `workers` says, with the policy served as `policy`
+   by the `vllm` model function on the trainer's `policy_base_url` servers (token capture
+   on), or by the offline policy when there are none; a group of workers that keeps
+   exiting as it starts is given up on, said in the log, and its agents answered 503;
 3. serves, at the ports NeMo Gym gave them, the config's servers whose implementation is
    `gymbus` (agents and environments; each agent's environment server is NeMo Gym's own
-   `legacy_agent` relay to the agent's `/run`), and its own port last.
+   `legacy_agent` relay to the agent's `/run`), and its own port last, with the rollout
+   deadline its entry's `rollout_timeout` gives (`FrontEntry`).
 """
 
 from __future__ import annotations
