@@ -122,7 +122,9 @@ def configure(port: int) -> None:
     config = OmegaConf.create(os.environ["NEMO_GYM_CONFIG_DICT"])
     block = next(iter(next(iter(config[name].values())).values()))
     block["host"], block["port"] = "127.0.0.1", port
-    block["num_workers"] = None
+    # 1, not None: what every config class accepts (`TerminalBench4Config` declares
+    # `num_workers: Literal[1] = 1`, and refuses None).
+    block["num_workers"] = 1
     config["dry_run"] = False
     os.environ["NEMO_GYM_CONFIG_DICT"] = OmegaConf.to_yaml(config)
 
