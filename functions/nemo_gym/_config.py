@@ -19,6 +19,9 @@ from typing import Any
 
 from gymbus.schemas import BadRequest
 
+from ..environments._settings import settings_variable
+from ._resolve import AGENT_KIND, KINDS, MODEL_KIND, instances, resolve, unset_values
+
 __all__ = [
     "AgentConfig",
     "ServerConfig",
@@ -43,11 +46,13 @@ class AgentConfig:
     kind: str
     max_steps: int | None = None
     block: dict[str, Any] = field(default_factory=dict)
+    policy_aliases: tuple[str, ...] = ()
+    """Model servers of the config that are the policy (`ServerConfig.policy_aliases`)."""
 
     @property
     def models(self) -> tuple[str, ...]:
         """Model servers the agent calls, by their NeMo Gym name (its policy among them)."""
-        return tuple(sorted(_model_refs(self.block)))
+        return model_names(self.block, self.policy_aliases)
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,11 @@ class ServerConfig:
     models: tuple[str, ...] = ()
     """Model servers the resources server calls, by their NeMo Gym name."""
     extras: dict[str, Any] = field(default_factory=dict)
-    """The config file's other top-level values, which its settings may interpolate."""
+    """The config's top-level values that are no server (settings may interpolate them, and
+    name them: `sandbox_provider: sandbox` names the top-level `sandbox`)."""
+    policy_aliases: tuple[str, ...] = ()
+    """The config's model servers that are the policy (a copy of `policy_model`'s config):
+    their calls go to the policy, as under NeMo Gym, where they reach the same endpoint."""
 
     @property
     def app(self) -> Path:
@@ -76,49 +85,41 @@ class ServerConfig:
 
 def read_config(directory: Path, config: str | None = None) -> ServerConfig:
     """The config of the server in `directory`: `configs/<config>.yaml` if named, else
-    `configs/<directory name>.yaml`, else its only config file. `BadRequest` naming the
-    file if there is none, or it declares no resources server."""
+    `configs/<directory name>.yaml`, else its only config file, resolved as NeMo Gym resolves
+    it (`_resolve`: its `config_paths`, relative to NeMo Gym's root, `_inherit_from`, ...).
+    `BadRequest` naming the file if there is none, NeMo Gym would refuse it, or it declares
+    no resources server."""
     path = _config_file(directory, config)
-    document = _with_includes(path, directory.parents[1], ())
+    document = resolve(path, directory.parents[1])
     instance, impl, block = _resources_server(document, directory.name, path)
+    aliases = _policy_aliases(document)
     return ServerConfig(
         name=impl,
         directory=directory,
         config_file=path,
         instance=instance,
         block=block,
-        agents=_agents(document, instance),
-        models=tuple(sorted(_model_refs(block))),
-        extras={key: value for key, value in document.items() if not isinstance(value, dict)},
+        agents=_agents(document, instance, aliases),
+        models=model_names(block, aliases),
+        extras={key: value for key, value in document.items() if not _is_instance(value)},
+        policy_aliases=aliases,
     )
 
 
-def _with_includes(path: Path, root: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
-    """The config at `path` merged over the configs its `config_paths` name (relative to
-    NeMo Gym's `root`, each over its own), as NeMo Gym merges them: the including config
-    wins, and of the included, a later one over an earlier (`toolsandbox`'s config takes its
-    agent's entrypoint and model server from the agent's own config)."""
-    import yaml  # only a worker hosting a NeMo Gym server reads YAML
-
-    if path in seen:
-        raise BadRequest(f"NeMo Gym config {path} includes itself through config_paths")
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise BadRequest(f"cannot read NeMo Gym config {path}: {exc}") from None
-    merged: dict[str, Any] = {}
-    for included in document.pop("config_paths", None) or []:
-        merged = _merged(merged, _with_includes(root / str(included), root, (*seen, path)))
-    return _merged(merged, document)
+def _is_instance(value: Any) -> bool:
+    return isinstance(value, dict) and any(kind in value for kind in KINDS)
 
 
-def _merged(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    """`top` over `base`, mappings merged key by key (as OmegaConf merges; lists replaced)."""
-    merged = dict(base)
-    for key, value in top.items():
-        below = merged.get(key)
-        merged[key] = _merged(below, value) if isinstance(below, dict) and isinstance(value, dict) else value
-    return merged
+def _policy_aliases(document: dict[str, Any]) -> tuple[str, ...]:
+    """The model servers that are the policy: those whose config is a copy of the policy's
+    (`simulator_model: {_copy: policy_model}`), as NeMo Gym would serve them from the same
+    endpoint."""
+    policy = document.get(POLICY)
+    return tuple(
+        sorted(
+            name for name in instances(document, MODEL_KIND) if name != POLICY and document[name] == policy
+        )
+    )
 
 
 def _config_file(directory: Path, config: str | None) -> Path:
@@ -167,23 +168,22 @@ def _resources_server(document: dict[str, Any], dir_name: str, path: Path) -> tu
     return instance, impl, dict(block or {})
 
 
-def _agents(document: dict[str, Any], instance: str) -> tuple[AgentConfig, ...]:
+def _agents(
+    document: dict[str, Any], instance: str, aliases: tuple[str, ...] = ()
+) -> tuple[AgentConfig, ...]:
     agents = []
-    for name, value in document.items():
-        kinds = value.get("responses_api_agents") if isinstance(value, dict) else None
-        if not isinstance(kinds, dict):
-            continue
-        for kind, block in kinds.items():
-            ref = (block or {}).get("resources_server") or {}
-            if isinstance(ref, dict) and ref.get("name") == instance:
-                steps = block.get("max_steps")
-                agents.append(AgentConfig(name, kind, steps if isinstance(steps, int) else None, dict(block)))
+    for name, (kind, block) in instances(document, AGENT_KIND).items():
+        ref = block.get("resources_server") or {}
+        if isinstance(ref, dict) and ref.get("name") == instance:
+            steps = block.get("max_steps")
+            agents.append(AgentConfig(name, kind, steps if isinstance(steps, int) else None, block, aliases))
     return tuple(agents)
 
 
-def model_names(block: dict[str, Any]) -> tuple[str, ...]:
-    """The model servers a settings block calls, by their NeMo Gym names."""
-    return tuple(sorted(_model_refs(block)))
+def model_names(block: dict[str, Any], policy_aliases: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The model servers a settings block calls, by their NeMo Gym names (the policy's
+    `policy_aliases` as the policy)."""
+    return tuple(sorted({POLICY if name in policy_aliases else name for name in _model_refs(block)}))
 
 
 def _model_refs(value: Any) -> set[str]:
@@ -226,7 +226,8 @@ def global_config(server: ServerConfig, block: dict[str, Any], model_ports: dict
         }
         for name, port in model_ports.items()
     }
-    return {
+    models |= {alias: models[POLICY] for alias in server.policy_aliases}
+    return _all_set(server, {
         **server.extras,
         "policy_base_url": f"http://127.0.0.1:{model_ports[POLICY]}/v1",
         "policy_api_key": "not-needed",
@@ -234,7 +235,7 @@ def global_config(server: ServerConfig, block: dict[str, Any], model_ports: dict
         "head_server": {"host": "127.0.0.1", "port": 0},
         **models,
         server.instance: {"resources_servers": {server.name: {**block, "host": "127.0.0.1", "port": 0}}},
-    }
+    })  # fmt: skip
 
 
 def agent_config(
@@ -248,4 +249,16 @@ def agent_config(
     config[server.instance]["resources_servers"][server.name]["port"] = resources_port
     block = {**agent.block, "host": "127.0.0.1", "port": 0}
     config[agent.name] = {"responses_api_agents": {agent.kind: block}}
+    return _all_set(server, config)
+
+
+def _all_set(server: ServerConfig, config: dict[str, Any]) -> dict[str, Any]:
+    """`config`, if it leaves no value `???` (NeMo Gym starts no server with one); else
+    `BadRequest` naming each, and how to set it."""
+    unset = unset_values(config)
+    if unset:
+        raise BadRequest(
+            f"{server.config_file} leaves values unset (???): {', '.join(unset)}; set the server's "
+            f"in ${settings_variable(server.name)}, or the others in a config of your own that includes it"
+        )
     return config

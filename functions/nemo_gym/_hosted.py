@@ -178,7 +178,7 @@ async def open_server(
     stack = AsyncExitStack()  # the agents
     try:
         settings = settings_of(server, settings_variable(server.name))
-        ports = await shims.start(model_names(settings))  # the settings may name another judge
+        ports = await shims.start(model_names(settings, server.policy_aliases))  # settings may name a judge
         process = ServerProcess(
             server.name, env, server.app, server.instance, global_config(server, settings, ports)
         )

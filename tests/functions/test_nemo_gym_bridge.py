@@ -51,6 +51,9 @@ other_agent:
   responses_api_agents:
     simple_agent:
       resources_server: {type: resources_servers, name: someone_else}
+someone_else:
+  resources_servers:
+    elsewhere: {entrypoint: app.py, domain: other}
 """
 
 
@@ -110,9 +113,10 @@ def test_a_configs_own_config_paths_are_merged_under_it_as_nemo_gym_merges_them(
     assert (talker.name, talker.kind, talker.max_steps) == ("judged_talker", "talker", 9)
     assert talker.block["entrypoint"] == "app.py"
     assert talker.block["resources_server"] == {"type": "resources_servers", "name": "judged_server"}
-    loop = server(tmp_path / "loop", config="config_paths: [resources_servers/judged/configs/judged.yaml]\n")
-    with pytest.raises(BadRequest, match="includes itself"):
-        read_config(loop)
+    loop = server(
+        tmp_path / "loop", config="config_paths: [resources_servers/judged/configs/judged.yaml]\n" + CONFIG
+    )
+    assert read_config(loop).instance == "judged_server"  # a file already read is not read again
 
 
 def test_a_config_without_a_resources_server_is_refused_naming_the_file(tmp_path: Path) -> None:
