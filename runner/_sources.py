@@ -136,9 +136,9 @@ class OwnFunctions:
         """The name of the function of `kind` that `argument` means (see `function_in`),
         remembered with every other function its module defines."""
         name = function_in(argument, kind)
-        source = absolute(selector(argument)[0])
-        for defined in _load(selector(argument)[0]):
-            self.sources.setdefault(defined, f"{source}:{defined}")
+        source = selector(argument)[0]
+        for defined in _load(source):  # loaded already: the registry keeps a module's first load
+            self.sources.setdefault(defined, f"{absolute(source)}:{defined}")
         return name
 
     def for_worker(self, names: Sequence[str]) -> tuple[str, ...]:
