@@ -88,7 +88,7 @@ def p13_front_rollouts(rollouts: int, rounds: int, work: Path) -> list[FrontColl
             fleet.spawn([*RUNNER, "serve", WEATHER, WEATHER_AGENT, *model, "--concurrency", "1024"])
             head = free_port()
             front = fleet.spawn([*RUNNER, "front", WEATHER_AGENT, "--port", str(head)], ready=None)
-            _wait_answers(head, front)
+            wait_answers(head, front)
             heads = {"gymbus": head, "nemo_gym": own.head}
             stacks = {"gymbus": lambda: _with_children(fleet.processes()), "nemo_gym": own.processes}
             for round_ in range(rounds):
@@ -101,7 +101,7 @@ def p13_front_rollouts(rollouts: int, rounds: int, work: Path) -> list[FrontColl
     return runs
 
 
-def _wait_answers(port: int, front: subprocess.Popen[bytes]) -> None:
+def wait_answers(port: int, front: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while True:
         if front.poll() is not None:
