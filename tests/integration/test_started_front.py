@@ -11,6 +11,7 @@ Real processes throughout: `gym-runner front`, its `gym-runner serve` workers, n
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import json
@@ -30,6 +31,7 @@ import pytest
 import yaml
 
 from bench._cluster import RUNNER
+from gymbus import bus
 from tests.fake_openai import free_port
 from tests.vllm_stub import serve_stub
 
@@ -193,6 +195,14 @@ def test_a_killed_worker_is_replaced_and_its_rollouts_come_back_once(tmp_path: P
         assert [p.pid for p in front.workers()] != [victim.pid]
 
 
+async def wait_served(url: str, service: str) -> None:
+    nc = await bus.connect(url, name="test")
+    try:
+        await bus.wait_served(nc, [service], timeout=120)
+    finally:
+        await nc.close()
+
+
 def test_the_front_joins_the_bus_its_config_names_and_a_separate_serve_takes_the_rows(
     nats_url: str, tmp_path: Path
 ) -> None:
@@ -207,6 +217,7 @@ def test_the_front_joins_the_bus_its_config_names_and_a_separate_serve_takes_the
         stderr=subprocess.STDOUT,
     )
     try:
+        asyncio.run(wait_served(nats_url, AGENT))  # none of the front's own serves it: a 503 until then
         with started_front(config, tmp_path) as front:
             assert all(AGENT not in p.cmdline() for p in front.workers())
             results = [post_run(port_of(config, AGENT), row) for row in weather_rows(4)]
