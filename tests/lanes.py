@@ -52,6 +52,7 @@ SLOW = {
     "test_import_cost.py",
     "integration/test_bounded_results.py",
     "integration/test_busy_workers.py",
+    "integration/test_front_runs.py",
     "integration/test_check.py",
     "integration/test_code_gen.py",
     "integration/test_collect.py",

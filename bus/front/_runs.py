@@ -194,7 +194,10 @@ class RolloutRequests:
         while True:
             await asyncio.sleep(WATCH_EVERY)
             self.book.expired()
-            for agent in self.book.agents_waited_for():
+            waited_for = self.book.agents_waited_for()
+            for agent in set(self._unserved_since) - waited_for:
+                del self._unserved_since[agent]  # a later wait starts its own grace
+            for agent in waited_for:
                 await self._end_if_unserved(agent)
 
     async def _end_if_unserved(self, agent: str) -> None:
