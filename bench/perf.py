@@ -287,7 +287,8 @@ def _wait_for_port(port: int, timeout: float = 20.0) -> None:
 
 
 async def _adapter_calls(url: str, concurrency: int, seconds: float) -> CallRate:
-    from gymbus.functions import MODELS, ModelOptions
+    from gymbus.functions import ModelOptions
+    from gymbus.functions.registry import MODELS
     from gymbus.schemas import ResponsesCreateParams
 
     generate = MODELS["openai"].make(ModelOptions(base_url=url, api_key="bench", model="stub"))
@@ -346,7 +347,8 @@ def _weather_params() -> schemas.ResponsesCreateParams:
 
 
 async def _vllm_calls(url: str, concurrency: int, seconds: float) -> CallRate:
-    from gymbus.functions import MODELS, ModelOptions
+    from gymbus.functions import ModelOptions
+    from gymbus.functions.registry import MODELS
 
     generate = MODELS["vllm"].make(ModelOptions(base_url=url, model="stub", api="vllm"))
     params = _weather_params()

@@ -60,7 +60,7 @@ import psutil
 from bench._cluster import NatsServers, wait_until
 from bench.openai_stub import OpenAIStub, StubServer
 from gymbus import bus
-from gymbus.functions import AGENTS
+from gymbus.functions.registry import AGENTS
 from gymbus.runner.security._secure import SecureLayout, secure_init
 from gymbus.schemas import DEFAULT_TIMEOUTS, ROLLOUT_RESTART, NotAuthorized
 

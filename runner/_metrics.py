@@ -27,7 +27,8 @@ from typing import Any
 
 import msgspec
 
-from gymbus.functions import AGENTS, ENVIRONMENTS, TaskMetrics
+from gymbus.functions import TaskMetrics
+from gymbus.functions.registry import AGENTS, ENVIRONMENTS
 from gymbus.schemas import (
     AGENT_REF,
     DEFAULT_LIMITS,

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import typer
 
-from gymbus.functions import AGENTS, ENVIRONMENTS, MODELS, Agent, FunctionClash, Model
+from gymbus.functions import Agent, Model
+from gymbus.functions.registry import AGENTS, ENVIRONMENTS, MODELS, FunctionClash
 
 from ._sources import OwnFunctions, SourceError, is_source
 

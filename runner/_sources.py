@@ -1,7 +1,7 @@
 """Functions given by where they are written: a file path or a module path on a command line.
 
 `gym-runner serve my_env.py`, `gym-runner serve my_pkg.my_env` and `gym-runner check
-my_env.py` load the module into the registry (`gymbus.functions.REGISTRY`) and use the
+my_env.py` load the module into the registry (`gymbus.functions.registry.REGISTRY`) and use the
 functions it defines; a worker process started for them is given the same path, made
 absolute, and loads it again. `FILE_OR_MODULE:NAME` picks one function of the module
 (`my_env/policies.py:careful`): where one is wanted, a module that defines several must say
@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gymbus.bus import subjects
-from gymbus.functions import ENVIRONMENTS, REGISTRY, Agent, Environment, FunctionClash, Model, agents_of
+from gymbus.functions import Agent, Environment, Model
 from gymbus.functions.nemo_gym import is_nemo_gym
+from gymbus.functions.registry import ENVIRONMENTS, REGISTRY, FunctionClash, agents_of
 
 __all__ = [
     "OwnFunctions",

@@ -14,7 +14,8 @@ from nats.aio.client import Client
 
 from gymbus import bus
 from gymbus.bus import environment_service, model_service
-from gymbus.functions import ENVIRONMENTS, MODELS, MemoryState, ModelOptions
+from gymbus.functions import MemoryState, ModelOptions
+from gymbus.functions.registry import ENVIRONMENTS, MODELS
 from tests.fake_openai import FakeOpenAI, ServerThread
 from tests.fake_web import CX as FAKE_CX
 from tests.fake_web import KEY as FAKE_KEY

@@ -22,7 +22,7 @@ import yaml
 from gymbus.bus import ENV_VARS, BusAuth, nats_url_from_env, subjects
 from gymbus.bus.cluster import replicas_from_env
 from gymbus.bus.hosting._task_consumer import agent_consumer
-from gymbus.functions import AGENTS, ENVIRONMENTS, MODELS, names
+from gymbus.functions.registry import AGENTS, ENVIRONMENTS, MODELS, names
 from gymbus.runner.cli import app
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS
 

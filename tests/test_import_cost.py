@@ -67,7 +67,8 @@ TYPER = {"pydantic"}
 SERVING = """
 import json, sys
 import gymbus.functions, gymbus.runner, gymbus.runner.cli, gymbus.runner.serving._serve
-from gymbus.functions import AGENTS, MODELS, MemoryState, ModelOptions, find, names
+from gymbus.functions import MemoryState, ModelOptions
+from gymbus.functions.registry import AGENTS, MODELS, find, names
 from gymbus.bus import environment_service
 names()
 env = find("example_single_tool_call")
@@ -92,7 +93,8 @@ def test_importing_and_resolving_functions_loads_no_heavy_library() -> None:
 def test_the_openai_adapter_loads_the_sdk_when_it_is_made() -> None:
     code = """
 import json, sys
-from gymbus.functions import MODELS, ModelOptions
+from gymbus.functions import ModelOptions
+from gymbus.functions.registry import MODELS
 before = "openai" in sys.modules
 generate = MODELS["openai"].make(ModelOptions(base_url="http://127.0.0.1:9/v1", model="m"))
 print(json.dumps([before, type(generate).__name__, "openai" in sys.modules]))

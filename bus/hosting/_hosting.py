@@ -28,9 +28,9 @@ from gymbus.functions import (
     Session,
     SessionState,
     Tool,
-    find,
 )
 from gymbus.functions.nemo_gym import PREFIX, environment_name, is_nemo_gym
+from gymbus.functions.registry import find
 from gymbus.schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gymbus.functions import AGENTS
+from gymbus.functions.registry import AGENTS
 from gymbus.schemas import DEFAULT_TIMEOUTS
 
 from ..wire import (

@@ -10,7 +10,8 @@ from typing import Any
 import msgspec
 
 from gymbus.bus import ServeOptions, open_bus
-from gymbus.functions import ENVIRONMENTS, ModelOptions
+from gymbus.functions import ModelOptions
+from gymbus.functions.registry import ENVIRONMENTS
 from gymbus.schemas import DEFAULT_TIMEOUTS, Timeouts
 
 from .._input import check_row, read_lines

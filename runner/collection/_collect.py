@@ -34,7 +34,8 @@ from gymbus.bus import (
     open_bus,
     unserved_row,
 )
-from gymbus.functions import AGENTS, ENVIRONMENTS, ModelOptions, policy_adapter
+from gymbus.functions import ModelOptions
+from gymbus.functions.registry import AGENTS, ENVIRONMENTS, policy_adapter
 from gymbus.schemas import (
     AGENT_REF,
     DEFAULT_LIMITS,

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import typer
 
-from gymbus.functions import ModelOptions, policy_adapter
+from gymbus.functions import ModelOptions
+from gymbus.functions.registry import policy_adapter
 
 __all__ = ["WORKER_FLAGS", "refused_on_shared_bus"]
 

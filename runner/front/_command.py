@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from gymbus.bus import nats_url_from_env
-from gymbus.functions import AGENTS
+from gymbus.functions.registry import AGENTS
 from gymbus.schemas import GymError, output_text
 
 from .._console import ExitCode, fail, say

@@ -38,7 +38,7 @@ import yaml
 from aiohttp import web
 
 from gymbus.bus.front import FrontBus, OutcomeStatus
-from gymbus.functions import AGENTS
+from gymbus.functions.registry import AGENTS
 from gymbus.schemas import AGENT_REF, GymError, ResponsesCreateParams, UnknownTool, row_fields
 
 from .._metrics import Metrics

@@ -40,8 +40,9 @@ from aiohttp import web
 
 from gymbus.bus import Bus, BusAuth, ServeOptions, open_bus
 from gymbus.bus.front import FrontBus, WhyUnserved
-from gymbus.functions import ModelOptions, policy_adapter
+from gymbus.functions import ModelOptions
 from gymbus.functions.nemo_gym import PREFIX, is_nemo_gym, outline
+from gymbus.functions.registry import policy_adapter
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BusUnavailable, Timeouts
 
 from .._workers import Supervised, WorkerProcesses

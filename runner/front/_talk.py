@@ -21,7 +21,8 @@ import msgspec
 
 from gymbus.bus import Bus, ServeOptions, open_bus
 from gymbus.bus.front import talk
-from gymbus.functions import ENVIRONMENTS, Agent, ModelOptions, policy_adapter
+from gymbus.functions import Agent, ModelOptions
+from gymbus.functions.registry import ENVIRONMENTS, policy_adapter
 from gymbus.schemas import DEFAULT_TIMEOUTS, Item, Response, ResponsesCreateParams, Timeouts, Tool, item_text
 
 from .._own import OwnChoice

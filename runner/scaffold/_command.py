@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gymbus.functions import FunctionClash
+from gymbus.functions.registry import FunctionClash
 
 from .._console import fail, say
 from ._scaffold import write_package

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gymbus.functions import REGISTRY
+from gymbus.functions.registry import REGISTRY
 
 __all__ = ["NAME_PATTERN", "Scaffold", "write_package"]
 

@@ -39,8 +39,8 @@ from gymbus.bus.security import (
     runner_role,
     server_authorization,
 )
-from gymbus.functions import AGENTS, ENVIRONMENTS
 from gymbus.functions.nemo_gym import PREFIX, ServerOutline, outline
+from gymbus.functions.registry import AGENTS, ENVIRONMENTS
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 
 from ._operator import issue, jwt_tool_missing

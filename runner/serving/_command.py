@@ -14,9 +14,9 @@ import typer
 from rich.console import Console
 
 from gymbus.bus import QueueDepth, ServeOptions, ServiceStats, nats_url_from_env, open_bus
-from gymbus.functions import MODELS, REGISTRY, FunctionClash, names
 from gymbus.functions.nemo_gym import is_nemo_gym
 from gymbus.functions.nemo_gym import prepare as prepare_nemo_gym
+from gymbus.functions.registry import MODELS, REGISTRY, FunctionClash, names
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 
 from .._console import ExitCode, fail, say

@@ -11,7 +11,8 @@ from typing import Annotated
 import typer
 
 from gymbus.bus import nats_url_from_env
-from gymbus.functions import AGENTS, Agent, FunctionClash
+from gymbus.functions import Agent
+from gymbus.functions.registry import AGENTS, FunctionClash
 from gymbus.schemas import DEFAULT_LIMITS, GymError
 
 from .._console import ExitCode, err, fail, plural, say, show_list

@@ -50,7 +50,8 @@ from gymbus.bus import (
     open_bus,
     subjects,
 )
-from gymbus.functions import AGENT_KINDS, AGENTS, ENVIRONMENTS, Agent, ModelOptions, policy_adapter
+from gymbus.functions import Agent, ModelOptions
+from gymbus.functions.registry import AGENT_KINDS, AGENTS, ENVIRONMENTS, policy_adapter
 from gymbus.schemas import (
     DEFAULT_LIMITS,
     DEFAULT_TIMEOUTS,

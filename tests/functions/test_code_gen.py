@@ -15,10 +15,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions import Session
 from gymbus.functions.environments._sandbox import SandboxLimits
 from gymbus.functions.environments._unit_tests import UnitTests, _compare_stdout, run_unit_tests, truncate
 from gymbus.functions.environments.code_gen import CodeGenVerifyRequest, check, extract_code, unit_tests
+from gymbus.functions.registry import ENVIRONMENTS
 from gymbus.schemas import FunctionFailed
 from tests.functions.test_code_sandbox import needs_sandbox
 

@@ -9,7 +9,6 @@ from typing import Any
 import msgspec
 import pytest
 
-from gymbus.functions import ENVIRONMENTS
 from gymbus.functions.environments.equivalence_llm_judge import (
     JUDGE_PROMPT,
     JudgeRequest,
@@ -18,6 +17,7 @@ from gymbus.functions.environments.equivalence_llm_judge import (
     grade,
     verify,
 )
+from gymbus.functions.registry import ENVIRONMENTS
 from gymbus.schemas import BadRequest, FunctionFailed
 from tests.functions.verifier_rows import ScriptedJudge, example_rows, response, verify_request
 

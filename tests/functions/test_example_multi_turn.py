@@ -7,13 +7,14 @@ import json
 import pytest
 
 from gymbus import bus, schemas
-from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions import Session
 from gymbus.functions.environments.example_multi_turn import (
     GetWeather,
     MultiTurnVerifyRequest,
     get_weather,
     verify,
 )
+from gymbus.functions.registry import ENVIRONMENTS
 from gymbus.schemas import Item, Response, ResponsesCreateParams
 
 

@@ -9,7 +9,7 @@ from urllib.parse import quote
 import pytest
 
 from gymbus import bus, schemas
-from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions import Session
 from gymbus.functions.environments import _web
 from gymbus.functions.environments._web import extract_text, is_public, truncate_long_text
 from gymbus.functions.environments.google_search import (
@@ -20,6 +20,7 @@ from gymbus.functions.environments.google_search import (
     search,
     verify,
 )
+from gymbus.functions.registry import ENVIRONMENTS
 from gymbus.schemas import ContentPart, Item, Response, ResponsesCreateParams
 from tests.fake_openai import free_port
 from tests.fake_web import ARTICLE_TEXT, CX, KEY, FakeWeb

@@ -10,8 +10,9 @@ import msgspec
 import pytest
 
 from gymbus import bus, schemas
-from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions import Session
 from gymbus.functions.environments.math_advanced_calculations import CalculationsVerifyRequest, Operands
+from gymbus.functions.registry import ENVIRONMENTS
 from tests.conftest import EXAMPLES
 
 ENV = ENVIRONMENTS["math_advanced_calculations"]

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions import Session
 from gymbus.functions.environments import _math_library
 from gymbus.functions.environments._judge import ModelServerRef
 from gymbus.functions.environments.math_with_judge import (
@@ -23,6 +23,7 @@ from gymbus.functions.environments.math_with_judge import (
     grade,
     verify,
 )
+from gymbus.functions.registry import ENVIRONMENTS
 from gymbus.schemas import BadRequest, DeadlineExceeded, NoResponders, RequestTimeout, row_fields
 from tests.functions.verifier_rows import ScriptedJudge, example_rows, response, verify_request
 

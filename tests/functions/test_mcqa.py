@@ -9,8 +9,9 @@ import msgspec
 import pytest
 
 from gymbus.bus import environment_service
-from gymbus.functions import ENVIRONMENTS, MemoryState, Session
+from gymbus.functions import MemoryState, Session
 from gymbus.functions.environments.mcqa import McqaRequest, McqaResult, grade, verify
+from gymbus.functions.registry import ENVIRONMENTS
 from gymbus.schemas import BadRequest, row_fields
 from tests.functions.verifier_rows import example_rows, response, verify_request
 

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from gymbus import bus, schemas
-from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions import Session
 from gymbus.functions.environments.example_multi_step import (
     ExtractSynonymValues,
     GetSynonymValue,
@@ -17,6 +17,7 @@ from gymbus.functions.environments.example_multi_step import (
     extract_synonym_values,
     get_synonym_value,
 )
+from gymbus.functions.registry import ENVIRONMENTS
 from tests.conftest import EXAMPLES
 
 ENV = ENVIRONMENTS["example_multi_step"]

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from gymbus import schemas
-from gymbus.functions import AGENT_KINDS, AGENTS, ENVIRONMENTS, Session
+from gymbus.functions import Session
 from gymbus.functions.agents.multi_turn_agent import (
     DEFAULT_MAX_USER_TURNS,
     SIMULATOR_PREAMBLE,
@@ -25,6 +25,7 @@ from gymbus.functions.environments.example_multi_turn import (
     verify,
 )
 from gymbus.functions.models.offline import offline_policy
+from gymbus.functions.registry import AGENT_KINDS, AGENTS, ENVIRONMENTS
 from gymbus.schemas import (
     ContentPart,
     IncompleteDetails,

@@ -14,8 +14,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions import Session
 from gymbus.functions.environments._settings import settings_variable
+from gymbus.functions.registry import ENVIRONMENTS
 from gymbus.schemas import VerifyResult
 from tests.functions.nemo_gym_cases import (
     Case,

@@ -12,21 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from gymbus.functions import (
-    AGENTS,
-    ENVIRONMENTS,
-    MODELS,
-    Agent,
-    Environment,
-    FunctionClash,
-    Registry,
-    VerifyResult,
-    environments,
-    find,
-    names,
-)
+from gymbus.functions import Agent, Environment, VerifyResult, environments
 from gymbus.functions.environments import AGENT_ENTRY_POINTS, ENVIRONMENT_ENTRY_POINTS
 from gymbus.functions.models import MODELS as BUILTIN_MODELS
+from gymbus.functions.registry import AGENTS, ENVIRONMENTS, MODELS, FunctionClash, Registry, find, names
 
 ENVIRONMENT_MODULES = sorted(
     module.name for module in pkgutil.iter_modules(environments.__path__) if not module.name.startswith("_")
@@ -159,7 +148,7 @@ def _imported_after(code: str) -> set[str]:
 
 def test_listing_names_imports_no_function() -> None:
     imported = _imported_after("""
-        from gymbus.functions import AGENTS, ENVIRONMENTS, MODELS, names
+        from gymbus.functions.registry import AGENTS, ENVIRONMENTS, MODELS, names
         assert len(names()) > 20 and "mcqa" in ENVIRONMENTS and "mcqa" not in AGENTS
         assert "mcqa_simple_agent" in list(AGENTS) and "offline" in list(MODELS)
     """)
@@ -168,7 +157,7 @@ def test_listing_names_imports_no_function() -> None:
 
 def test_a_process_imports_only_the_environment_it_looks_up() -> None:
     imported = _imported_after("""
-        from gymbus.functions import find
+        from gymbus.functions.registry import find
         find("mcqa_simple_agent"); find("example_single_tool_call"); find("offline")
     """)
     environments = {

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from gymbus import bus, schemas
-from gymbus.functions import ENVIRONMENTS, MemoryState, ModelFunction, Session
+from gymbus.functions import MemoryState, ModelFunction, Session
 from gymbus.functions.agents.simple_agent import simple_agent
 from gymbus.functions.environments.example_session_state_mgmt import (
     CounterSeedRequest,
@@ -19,6 +19,7 @@ from gymbus.functions.environments.example_session_state_mgmt import (
     get_counter_value,
     increment_counter,
 )
+from gymbus.functions.registry import ENVIRONMENTS
 from gymbus.schemas import ResponsesCreateParams
 from tests.conftest import EXAMPLES
 from tests.functions.local_calls import LocalCalls, scripted

@@ -11,8 +11,9 @@ import pytest
 import xmltodict
 import yaml
 
-from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions import Session
 from gymbus.functions.environments._structured_formats import strictify
+from gymbus.functions.registry import ENVIRONMENTS
 from tests.functions.text_verifier_rows import call, example_rows, message, verify
 
 ENV = "structured_outputs"

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from gymbus.functions import ModelOptions, policy_adapter
+from gymbus.functions import ModelOptions
 from gymbus.functions.models._audio import with_audio
 from gymbus.functions.models._chat import ChatCompletion, chat_messages, chat_request, response_from_chat
 from gymbus.functions.models._hermes import split_tool_calls
@@ -24,6 +24,7 @@ from gymbus.functions.models._tokens import (
     with_tokens,
 )
 from gymbus.functions.models.vllm_model import _rollout_key
+from gymbus.functions.registry import policy_adapter
 from gymbus.schemas import BadRequest, FunctionFailed, Item, Response, ResponsesCreateParams
 
 TOOL = {"type": "function", "name": "get_weather", "description": "", "strict": True,

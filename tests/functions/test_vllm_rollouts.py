@@ -18,11 +18,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from gymbus.functions import ENVIRONMENTS, ModelOptions
+from gymbus.functions import ModelOptions
 from gymbus.functions.agents.multi_turn_agent import multi_turn_agent
 from gymbus.functions.agents.simple_agent import simple_agent
 from gymbus.functions.models.offline import offline_policy
 from gymbus.functions.models.vllm_model import VLLMModel
+from gymbus.functions.registry import ENVIRONMENTS
 from gymbus.schemas import ResponsesCreateParams
 from tests.functions.local_calls import LocalCalls
 from tests.tiny_model import tiny_model_dir

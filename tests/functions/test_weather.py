@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
-from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions import Session
 from gymbus.functions.environments.example_single_tool_call import GetWeather, get_weather
+from gymbus.functions.registry import ENVIRONMENTS
 from gymbus.schemas import VerifyRequest
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import msgspec
 
-from gymbus.functions import ENVIRONMENTS, MemoryState, Session
+from gymbus.functions import MemoryState, Session
+from gymbus.functions.registry import ENVIRONMENTS
 from gymbus.schemas import ResponsesCreateParams, SeedRequest
 
 ENV = ENVIRONMENTS["workplace_assistant"]

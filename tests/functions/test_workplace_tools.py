@@ -8,7 +8,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions import Session
+from gymbus.functions.registry import ENVIRONMENTS
 from gymbus.schemas import NotFound, ResponsesCreateParams, SeedRequest
 
 ENV = ENVIRONMENTS["workplace_assistant"]

@@ -11,7 +11,8 @@ import msgspec
 import pytest
 
 from gymbus import bus, schemas
-from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions import Session
+from gymbus.functions.registry import ENVIRONMENTS
 
 ENV = ENVIRONMENTS["workplace_assistant"]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "workplace_assistant.jsonl"

@@ -8,7 +8,8 @@ from typing import Any
 
 import msgspec
 
-from gymbus.functions import ENVIRONMENTS, Session
+from gymbus.functions import Session
+from gymbus.functions.registry import ENVIRONMENTS
 from gymbus.schemas import VerifyResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 
-from gymbus.functions import REGISTRY, Environment, Session
+from gymbus.functions import Environment, Session
+from gymbus.functions.registry import REGISTRY
 from gymbus.schemas import VerifyRequest, VerifyResult
 
 BURN = 8.0

@@ -16,8 +16,9 @@ from nats.aio.client import Client
 from gymbus import bus
 from gymbus.bus import ServeOptions, environment_service, model_service, serve_functions, subjects
 from gymbus.bus.hosting import run_rollout
-from gymbus.functions import AGENTS, ENVIRONMENTS, MemoryState
+from gymbus.functions import MemoryState
 from gymbus.functions.environments._sandbox import describe
+from gymbus.functions.registry import AGENTS, ENVIRONMENTS
 from gymbus.schemas import (
     DEADLINE,
     SESSION,

@@ -13,8 +13,9 @@ from nats.aio.msg import Msg
 from gymbus import bus, schemas
 from gymbus.bus import environment_service, model_service
 from gymbus.bus.hosting import BusModels, agent_service, run_rollout
-from gymbus.functions import AGENTS, ENVIRONMENTS, MemoryState
+from gymbus.functions import MemoryState
 from gymbus.functions.models.offline import offline_policy
+from gymbus.functions.registry import AGENTS, ENVIRONMENTS
 from gymbus.schemas import Response, ResponsesCreateParams
 from tests.conftest import WEATHER, WEATHER_AGENT
 

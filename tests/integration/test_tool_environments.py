@@ -22,7 +22,7 @@ from nats.aio.client import Client
 from gymbus import bus, schemas
 from gymbus.bus import ServeOptions, environment_service, serve_functions
 from gymbus.bus.hosting import BusCalls
-from gymbus.functions import AGENTS, ENVIRONMENTS
+from gymbus.functions.registry import AGENTS, ENVIRONMENTS
 from gymbus.runner import CollectOptions, ProgressView, collect
 from gymbus.schemas import Item, Response
 from tests.conftest import EXAMPLES

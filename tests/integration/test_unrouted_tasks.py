@@ -18,7 +18,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from gymbus import bus, schemas
 from gymbus.bus import TaskConsumer, subjects
 from gymbus.bus.hosting import rollout_task_handler
-from gymbus.functions import AGENTS
+from gymbus.functions.registry import AGENTS
 from gymbus.schemas import RUN, TASK
 from tests.conftest import WEATHER_AGENT
 

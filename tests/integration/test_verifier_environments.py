@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from nats.aio.client import Client
 
-from gymbus import functions
 from gymbus.bus import ServeOptions, ServiceHost, environment_service, model_service, serve_functions
 from gymbus.bus.hosting import run_rollout
-from gymbus.functions import ENVIRONMENTS, MemoryState, ModelFunction
+from gymbus.functions import MemoryState, ModelFunction, registry
 from gymbus.functions.environments.equivalence_llm_judge import JUDGE_PROMPT
 from gymbus.functions.models.offline import offline_policy
+from gymbus.functions.registry import ENVIRONMENTS
 from gymbus.runner import CollectOptions, ProgressView, collect
 from gymbus.schemas import BadRequest, ContentPart, Item, Response, ResponsesCreateParams
 from tests.conftest import EXAMPLES
@@ -153,7 +153,7 @@ async def test_the_offline_judge_compares_a_hand_written_answer_over_the_bus(
     await host.add(model_service("offline", "judge", offline_policy))
     row = json.loads((EXAMPLES / "equivalence_llm_judge.jsonl").read_text().splitlines()[-1])
     assert row["expected_answer"] == "the sun"
-    agent = functions.AGENTS["equivalence_llm_judge_simple_agent"]
+    agent = registry.AGENTS["equivalence_llm_judge_simple_agent"]
     result = json.loads(await run_rollout(nc, agent, json.dumps(row).encode(), deadline=time.time() + 60))
     assert result["reward"] == reward
     assert result["judge_evaluations"][0]["verdict_label"] == ("[[A=B]]" if reward else "[[A!=B]]")

@@ -14,7 +14,8 @@ import psutil
 import pytest
 
 from gymbus.bus import ServiceHost, environment_service
-from gymbus.functions import REGISTRY, Environment, MemoryState, Session
+from gymbus.functions import Environment, MemoryState, Session
+from gymbus.functions.registry import REGISTRY
 from gymbus.runner import ProgressView, VerifyOptions, verify_rollouts
 from gymbus.runner.verification._rescore import Stored
 from gymbus.runner.verification._verify import _unserved

@@ -14,9 +14,10 @@ from nats.aio.client import Client
 from gymbus import bus
 from gymbus.bus import environment_service, model_service
 from gymbus.bus.hosting import run_rollout
-from gymbus.functions import AGENTS, ENVIRONMENTS, MemoryState, ModelOptions
+from gymbus.functions import MemoryState, ModelOptions
 from gymbus.functions.models.offline import offline_policy
 from gymbus.functions.models.vllm_model import VLLMModel
+from gymbus.functions.registry import AGENTS, ENVIRONMENTS
 from gymbus.schemas import Response, ResponsesCreateParams
 from tests.conftest import WEATHER, WEATHER_AGENT
 from tests.vllm_stub import GENERATION, VllmStub, serve_stub

@@ -17,7 +17,7 @@ from nats.aio.client import Client
 from gymbus import bus, schemas
 from gymbus.bus import ServeOptions, environment_service, serve_functions
 from gymbus.bus.hosting import run_rollout
-from gymbus.functions import AGENTS, ENVIRONMENTS
+from gymbus.functions.registry import AGENTS, ENVIRONMENTS
 from gymbus.runner import CollectOptions, ProgressView, collect
 from tests.conftest import EXAMPLES
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 
 from gymbus.bus.front import ServedAgent
-from gymbus.functions import AGENTS
+from gymbus.functions.registry import AGENTS
 from gymbus.runner.front._layout import Layout
 from gymbus.runner.front._started import policy_of
 from gymbus.runner.front._talk import conversation_lines, tools_of

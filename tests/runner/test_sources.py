@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gymbus.functions import REGISTRY, Agent, Model
+from gymbus.functions import Agent, Model
+from gymbus.functions.registry import REGISTRY
 from gymbus.runner._sources import OwnFunctions, SourceError, absolute, function_in, function_names, selector
 
 MODELS = """

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gymbus.functions import AGENTS
+from gymbus.functions.registry import AGENTS
 from gymbus.runner.verification._rescore import (
     Disagreement,
     agrees,
