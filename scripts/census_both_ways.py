@@ -1,89 +1,91 @@
 """One server, both ways: NeMo Gym's own stack and GymBus on the same rows, against the same
-recorded endpoint (`census_endpoint`), and what differs.
+recorded endpoint (`census_endpoint`), and what differs (`census_verdict` concludes).
 
 1. GymBus: `gym-runner serve nemo-gym:<server>` beside the endpoint served on the bus under
    the same names (the `openai` adapter: the policy over the Responses API, each judge
    over Chat Completions), `collect` of the same rows with the same agent, `verify --inputs`
-   of the same stored rollouts with the same materialized inputs.
+   of the same stored rollouts with the same materialized inputs. GymBus's own pre-check
+   (its reading of the config, its install, an agent the config declares) can refuse the
+   server: that is GymBus's side's failure only.
 2. NeMo Gym: `ng_run` with the server's config and a model config pointing at the endpoint
    (`census_nemo_gym`), `ng_collect_rollouts` on the first rows of its `data/example.jsonl`
    with the agent they name (else its config's first), then, where it has
    `data/example_rollouts.jsonl` of its example rows, `gym eval reverify --force` of those
-   stored rollouts (joined with their example rows by prompt, as materialized inputs).
+   stored rollouts (joined with their example rows by prompt, as materialized inputs). It
+   runs whatever GymBus's pre-check said: where GymBus could not build an environment,
+   NeMo Gym's own installer builds it, and where it refuses, its refusal is its side's own.
 
 Each side ends `works` (every row collected) or in the outcome its failure's text names
-(`classify`). Compared: per-row rewards (collected, by task index; re-verified, by line)
-and the requests each side sent the endpoint, as a multiset per model name, in the
-endpoint's canonical form. A re-verified row whose reward differs between the sides is
-re-verified once more on each side: where one side scores the same request differently
-the second time, the row is `unsettled` (the server's own nondeterminism, listed with
-every reward each side gave), else the difference stands. The server's class says whose
-problem it is: `works on both`,
-`works on GymBus only`, `works on NeMo Gym only` (a GymBus bug, always), or `fails on
-both` with the shared reason.
+(`classify`), with its own cause read from its own log (`census_verdict.cause`). Compared:
+per-row rewards (collected, by task index; re-verified, by line, and with the rewards the
+stored rollouts carry) and the requests each side sent the endpoint, as NeMo Gym sent them
+(`census_endpoint.as_sent`). A re-verified row whose reward differs between the sides is
+re-verified once more on each side, and a collection that differs is collected once more on
+NeMo Gym's side: a row or request is unsettled only where one side's own two tries differ
+on it (`census_verdict`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from census_endpoint import Recorder, canonical
-from census_nemo_gym import POLICY, OwnStack, materialize, needs_vllm
+from census_endpoint import Recorder
+from census_nemo_gym import POLICY, OwnStack, materialize, model_names, needs_vllm
+from census_verdict import (
+    CLASSES,
+    BothWays,
+    Side,
+    cause,
+    differing,
+    judge,
+    settle_collected,
+    settle_requests,
+    settle_reverified,
+    verdict,
+)
 
 from gymbus import bus
 from gymbus.functions import ModelOptions
 from gymbus.functions.models import MODELS
 from gymbus.functions.nemo_gym import locate, prepare
-from gymbus.functions.nemo_gym._config import read_config
+from gymbus.functions.nemo_gym._config import ServerConfig, _config_file, read_config
 from gymbus.runner import CollectOptions, VerifyOptions, collect, verify_rollouts
 from gymbus.runner._input import UnknownAgent
 from gymbus.schemas import GymError
 
-CLASSES = ("works on both", "works on GymBus only", "works on NeMo Gym only", "fails on both")
-REWARD_TOLERANCE = 1e-6
+__all__ = ["CLASSES", "BothWays", "Side", "both_ways"]
+
+NO_AGENT = "its config declares no agent (as GymBus's config reader reads it)"
 
 
 @dataclass
-class Side:
-    """What one side did with the server's rows."""
+class _Plan:
+    """What both sides are run with."""
 
-    outcome: str = "fails"
-    why: str = ""
-    rows: int = 0
-    ok: int = 0
-    failed: int = 0
-    rewards: dict[str, float | None] = field(default_factory=dict)
-    """Collected rows' rewards by task index; re-verified ones' by `r<line>`."""
-    reverified: int = 0
-    seconds: float = 0.0
+    target: str
+    url: str
+    recorder: Recorder
+    ray: str
+    work: Path
+    rows: Path
+    reverify: tuple[Path, Path] | None
+    """Stored rollouts of the example rows and their materialized inputs, where it has them."""
+    quiet: Any
+    worker: Any
+    classify: Any
+    timeouts: Any
 
-
-@dataclass
-class BothWays:
-    server: str
-    klass: str = "fails on both"
-    why: str = ""
-    agent: str = ""
-    policy: str = "openai"
-    """The adapter serving the policy on each side: `vllm` where the server allows no other."""
-    judges: list[str] = field(default_factory=list)
-    nemo_gym: Side = field(default_factory=Side)
-    gymbus: Side = field(default_factory=Side)
-    reward_mismatches: list[str] = field(default_factory=list)
-    unsettled: list[str] = field(default_factory=list)
-    """Re-verified rows whose reward changed between two tries of the same request on one side."""
-    request_mismatches: list[str] = field(default_factory=list)
-    requests: dict[str, int] = field(default_factory=dict)
-    """How many requests each side sent the endpoint."""
-    seconds: float = 0.0
+    def failed(self, stage: str, text: str) -> Side:
+        """A side that failed at `stage`, as `text` (its own log's) says."""
+        outcome, why = self.classify(text)
+        return Side(outcome=outcome, why=f"{stage}: {why}", cause=cause(text, why))
 
 
 def _rows(path: Path, count: int, target: Path) -> Path:
@@ -153,11 +155,11 @@ def _failure_reason(*files: Path) -> str:
     return ""
 
 
-def _server_said(log: Path) -> str:
-    """What a NeMo Gym server answered last with an error, from `ng_run`'s log: its client's
-    failure names only the agent's 500."""
+def _server_answer(log: Path) -> str:
+    """What a NeMo Gym server answered last with an error, from `ng_run`'s log (`""` where
+    none did): its client's failure names only the agent's 500."""
     found = [line for line in log.read_text(errors="replace").splitlines() if "Response content:" in line]
-    return f" (a server said: {found[-1].split('Response content:', 1)[1].strip()[:200]})" if found else ""
+    return found[-1].split("Response content:", 1)[1].strip() if found else ""
 
 
 def _with_indices(stored: Path, target: Path, agent: str) -> Path:
@@ -174,51 +176,247 @@ def _with_indices(stored: Path, target: Path, agent: str) -> Path:
     return target
 
 
-def _requests(logs: list[Path]) -> collections.Counter[str]:
-    found: collections.Counter[str] = collections.Counter()
-    for log in (log for log in logs if log.exists()):
-        for line in log.read_text().splitlines():
-            record = json.loads(line)
-            try:
-                said = canonical(record["api"], record["request"])
-            except (GymError, ValueError) as exc:
-                said = {"unreadable": str(exc)}
-            found[json.dumps([record["model"], said], sort_keys=True)] += 1
-    return found
+def _named_agent(example: Path) -> str:
+    """The agent the first example row names (`""` where none does)."""
+    for line in example.read_text().splitlines():
+        ref = json.loads(line).get("agent_ref") or {} if line.strip() else {}
+        if isinstance(ref, dict) and ref.get("name"):
+            return str(ref["name"])
+    return ""
 
 
-def _first_difference(a: Any, b: Any, at: str = "") -> str:
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b)):
-            if a.get(key) != b.get(key):
-                return _first_difference(a.get(key), b.get(key), f"{at}.{key}")
-        return at
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for index, (x, y) in enumerate(zip(a, b, strict=True)):
-            if x != y:
-                return _first_difference(x, y, f"{at}[{index}]")
-    return f"{at}: {json.dumps(a)[:120]} != {json.dumps(b)[:120]}"
+def _stored_rewards(rollouts: Path) -> dict[str, float | None]:
+    """The rewards NeMo Gym's example rollouts store, by `r<line>`."""
+    lines = [line for line in rollouts.read_text().splitlines() if line.strip()]
+    return {f"r{number}": json.loads(line).get("reward") for number, line in enumerate(lines, 1)}
 
 
-def compare_requests(ours: list[Path], theirs: list[Path]) -> tuple[dict[str, int], list[str]]:
-    """(how many requests each side's logs hold, what differs): each request one side sent more
-    often than the other, with its first differing field against the other side's nearest."""
-    gymbus, nemo_gym = _requests(ours), _requests(theirs)
-    counts = {"nemo_gym": sum(nemo_gym.values()), "gymbus": sum(gymbus.values())}
-    only_ours, only_theirs = gymbus - nemo_gym, nemo_gym - gymbus
-    differences = []
-    for key in sorted(only_theirs.elements()):
-        model, said = json.loads(key)
-        pool = [json.loads(other)[1] for other in only_ours.elements() if json.loads(other)[0] == model]
-        if not pool:
-            differences.append(f"{model}: NeMo Gym sent a request GymBus did not")
-            continue
-        nearest = min(pool, key=lambda other: len(_first_difference(said, other)))
-        differences.append(f"{model}: {_first_difference(said, nearest)} (NeMo Gym != GymBus)")
-    extra = sum(only_ours.values()) - sum(only_theirs.values())
-    if extra > 0:
-        differences.append(f"GymBus sent {extra} request(s) more")
-    return counts, differences
+def _gymbus_precheck(
+    plan: _Plan, directory: Path, config: str | None
+) -> tuple[ServerConfig | None, Side | None]:
+    """GymBus's own reading of the config and its install: (its reading, or `None`; its
+    side's failure, or `None`). The failure is GymBus's side's only."""
+    try:
+        server = read_config(directory, config)
+    except GymError as exc:
+        return None, plan.failed("config", str(exc))
+    try:
+        prepare(plan.target)
+    except GymError as exc:
+        return server, plan.failed("install", str(exc))
+    if not server.agents:  # its agent comes from elsewhere (a benchmark's config)
+        return server, Side(why=NO_AGENT, cause=NO_AGENT)
+    return server, None
+
+
+def _reverify_inputs(
+    result: BothWays, example: Path, stored: Path, work: Path, rows: int
+) -> tuple[Path, Path] | None:
+    """The first `rows` stored rollouts of its example rows and their materialized inputs
+    (their stored rewards into `result.stored`); `None` where there are none."""
+    # browsecomp's stored rollouts are `<PLACEHOLDER ROW>` lines.
+    if not result.agent or not stored.exists() or _not_json(stored):
+        return None
+    rollouts = _rows(_with_indices(stored, work / "stored.jsonl", result.agent), rows, work / "stored.jsonl")
+    inputs = materialize(rollouts, example, work / "stored_materialized_inputs.jsonl", result.agent)
+    # Stored rollouts of other rows than its examples (or of another shape) have no inputs
+    # to re-verify with, on either side.
+    if not inputs.read_text().strip():
+        return None
+    result.stored = _stored_rewards(rollouts)
+    return rollouts, inputs
+
+
+async def both_ways(
+    target: str,
+    url: str,
+    recorder: Recorder,
+    ray: str,
+    work: Path,
+    rows: int,
+    quiet: Any,
+    worker: Any,
+    classify: Any,
+    timeouts: Any,
+) -> BothWays:
+    """`target` measured both ways (see the module docstring); NeMo Gym's side joins the Ray
+    cluster at `ray`."""
+    started = time.monotonic()
+    result = BothWays(target)
+    directory, config = await asyncio.to_thread(locate, target)
+    config_file = _config_file(directory, config)
+    data = directory / "data"
+    example, stored = data / "example.jsonl", data / "example_rollouts.jsonl"
+    unreadable = "no data/example.jsonl" if not example.exists() else _not_json(example)
+    if unreadable:  # NeMo Gym's own data: neither side has a row to run
+        result.nemo_gym = Side(why=unreadable, cause=unreadable)
+        result.gymbus = Side(why=unreadable, cause=unreadable)
+        result.klass, result.why = verdict(result.nemo_gym, result.gymbus)
+        return result
+    plan = _Plan(target, url, recorder, ray, work, _rows(example, rows, work / "rows.jsonl"), None, quiet,
+                 worker, classify, timeouts)  # fmt: skip
+    server, refused = await asyncio.to_thread(_gymbus_precheck, plan, directory, config)
+    result.agent = _agent(server, example) if server is not None and server.agents else _named_agent(example)
+    models = model_names(config_file)
+    if server is not None:
+        models |= {*server.models, *(model for agent in server.agents for model in agent.models)}
+    result.judges = sorted(models - {POLICY})
+    result.policy = "vllm" if needs_vllm(config_file) else "openai"
+    plan.reverify = _reverify_inputs(result, example, stored, work, rows)
+    result.gymbus = refused if refused is not None else await _gymbus_side(plan, result)
+    result.nemo_gym, own = await _nemo_gym_side(plan, result, config_file)
+    judge(result, work)
+    if result.nemo_gym.rows and _collections_differ(result):
+        await _collect_again(plan, result, config_file)
+    await _try_reverified_again(plan, result, own)
+    result.seconds = round(time.monotonic() - started, 1)
+    return result
+
+
+async def _gymbus_side(plan: _Plan, result: BothWays) -> Side:
+    """GymBus's side: its worker served, the rows collected, the stored rollouts re-verified."""
+    plan.recorder.log = plan.work / "gymbus.requests.jsonl"
+    clock = time.monotonic()
+    log = plan.work / "gymbus.worker.log"
+    async with _gymbus_serving(plan.target, plan.url, plan.recorder, result.policy, result.judges, plan.worker,
+                               log) as running:  # fmt: skip
+        failure = await running.ready()
+        side = (
+            plan.failed("start", failure)
+            if failure is not None
+            else await _gymbus_collect(plan, result, running)
+        )
+    side.seconds = round(time.monotonic() - clock, 1)
+    return side
+
+
+async def _gymbus_collect(plan: _Plan, result: BothWays, running: Any) -> Side:
+    output = plan.work / "gymbus.jsonl"
+    options = CollectOptions(input=plan.rows, output=output, agent=result.agent, nats_url=plan.url,
+                             timeouts=plan.timeouts)  # fmt: skip
+    try:
+        done = await collect(options, plan.quiet(), asyncio.Event())
+    except UnknownAgent as exc:  # the worker did not serve it: its log says why
+        return plan.failed("collect", f"{exc}\n{running.text()[-3000:]}")
+    if done.written == done.planned and done.planned:
+        side = Side(outcome="works", why=f"collected {done.written}/{done.planned}")
+    else:
+        side = plan.failed(
+            f"collect ({done.failed}/{done.planned} failed)", _failure_reason(done.paths.failures)
+        )
+    side.rows, side.ok, side.failed = done.planned, done.written, done.failed
+    side.rewards = _collected(output)
+    if plan.reverify is not None and side.outcome == "works":
+        plan.recorder.log = plan.work / "gymbus.reverify.requests.jsonl"
+        verified = plan.work / "gymbus.reverified.jsonl"
+        report, found = await _gymbus_reverify(*plan.reverify, verified, result.agent, plan.url, plan.timeouts,
+                                               plan.quiet)  # fmt: skip
+        side.rewards |= found
+        side.reverified = len(found)
+        if report.failed:
+            side.why += f"; reverify ({report.failed} failed): {' '.join(report.failures)[:300]}"
+    return side
+
+
+async def _nemo_gym_side(plan: _Plan, result: BothWays, config_file: Path) -> tuple[Side, OwnStack]:
+    """NeMo Gym's own side: `ng_run`, `ng_collect_rollouts`, then `gym eval reverify`."""
+    plan.recorder.log = plan.work / "nemo_gym.requests.jsonl"
+    clock = time.monotonic()
+    own = OwnStack(config_file, tuple(result.judges), plan.recorder, plan.ray, plan.work)
+    built = f" (NeMo Gym's own installer: {', '.join(own.own_installs)})" if own.own_installs else ""
+    try:
+        failure = await asyncio.to_thread(own.start)
+        if failure is not None and result.gymbus.outcome == "works":
+            # Started once more before the server is called one that works on GymBus only:
+            # `ng_run` lost a server now and then on two busy cores, then started it fine.
+            await asyncio.to_thread(own.stop)
+            again = await asyncio.to_thread(own.start)
+            failure = None if again is None else failure
+        side = plan.failed(f"start{built}", failure) if failure is not None else await _nemo_gym_collect(
+            plan, result, own)  # fmt: skip
+    finally:
+        await asyncio.to_thread(own.stop)
+    if plan.reverify is not None and side.outcome == "works":
+        await _nemo_gym_reverify_side(plan, side, own)
+    side.seconds = round(time.monotonic() - clock, 1)
+    return side, own
+
+
+async def _nemo_gym_collect(plan: _Plan, result: BothWays, own: OwnStack) -> Side:
+    output = plan.work / "nemo_gym.jsonl"
+    status = await asyncio.to_thread(own.collect, result.agent, plan.rows, output, plan.timeouts.rollout * 3)
+    rewards = _collected(output)
+    rows = len(plan.rows.read_text().splitlines())
+    if len(rewards) == rows and status == 0:
+        side = Side(outcome="works", why=f"collected {rows}/{rows}")
+    else:
+        said = _failure_reason(plan.work / "nemo_gym_failures.jsonl") or output.with_suffix(".log").read_text(
+            errors="replace")[-3000:]  # fmt: skip
+        answer = _server_answer(own.log)
+        side = plan.failed(f"collect ({rows - len(rewards)}/{rows} failed, exit {status})", said)
+        if answer:  # the server's own words are the cause, not the agent's 500 they led to
+            side.why += f" (a server said: {answer[:200]})"
+            side.cause = cause(answer, answer)
+    side.rows, side.ok, side.failed, side.rewards = rows, len(rewards), rows - len(rewards), rewards
+    return side
+
+
+async def _nemo_gym_reverify_side(plan: _Plan, side: Side, own: OwnStack) -> None:
+    assert plan.reverify is not None
+    plan.recorder.log = plan.work / "nemo_gym.reverify.requests.jsonl"
+    output = plan.work / "nemo_gym.reverified.jsonl"
+    limit = plan.timeouts.verify * 4
+    status, found = await asyncio.to_thread(_nemo_gym_reverify, own, *plan.reverify, output, limit)
+    side.rewards |= found
+    side.reverified = len(found)
+    if status != 0 or len(found) < len(plan.reverify[0].read_text().splitlines()):
+        log = output.with_suffix(".log")
+        tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+        side.why += f"; reverify (exit {status}, {len(found)} verified): {plan.classify(tail)[1]}"
+
+
+def _collections_differ(result: BothWays) -> bool:
+    collected = [said for said in result.reward_mismatches if not said.startswith("row r")]
+    return bool(collected or result.request_mismatches)
+
+
+async def _collect_again(plan: _Plan, result: BothWays, config_file: Path) -> None:
+    """NeMo Gym's side collects the same rows once more where the two sides' collections
+    differ: a row (or request) on which NeMo Gym's own two collections differ too (a game
+    dealt from an unseeded `random.Random()`) is unsettled; every other difference stands."""
+    again = plan.work / "collected_again"
+    again.mkdir()
+    plan.recorder.log = again / "nemo_gym.requests.jsonl"
+    own = OwnStack(config_file, tuple(result.judges), plan.recorder, plan.ray, again)
+    try:
+        if await asyncio.to_thread(own.start) is not None:
+            return
+        output = again / "nemo_gym.jsonl"
+        await asyncio.to_thread(own.collect, result.agent, plan.rows, output, plan.timeouts.rollout * 3)
+    finally:
+        await asyncio.to_thread(own.stop)
+    settle_collected(result, _collected(output))
+    settle_requests(result, plan.work, plan.recorder.log)
+
+
+async def _try_reverified_again(plan: _Plan, result: BothWays, own: OwnStack) -> None:
+    """Each re-verified row whose reward differs between the sides, re-verified once more on
+    each side (`settle_reverified`)."""
+    numbers = [int(key[1:]) for key in differing(result.nemo_gym, result.gymbus) if key.startswith("r")]
+    if not numbers or plan.reverify is None:
+        return
+    again = plan.work / "again"
+    again.mkdir()
+    rollouts, inputs = (_lines(path, numbers, again / path.name) for path in plan.reverify)
+    plan.recorder.log = again / "requests.jsonl"  # what a second try asks is not compared
+    output = again / "nemo_gym.reverified.jsonl"
+    limit = plan.timeouts.verify * 4
+    _, theirs = await asyncio.to_thread(_nemo_gym_reverify, own, rollouts, inputs, output, limit)
+    ours = await _gymbus_again(plan.target, plan.url, plan.recorder, result, plan.worker, (rollouts, inputs),
+                               again, plan.timeouts, plan.quiet)  # fmt: skip
+    back = {f"r{index}": f"r{number}" for index, number in enumerate(numbers, 1)}
+    settle_reverified(result, {back[key]: reward for key, reward in theirs.items() if key in back},
+                      {back[key]: reward for key, reward in ours.items() if key in back})  # fmt: skip
 
 
 @asynccontextmanager
@@ -232,7 +430,7 @@ async def _gymbus_serving(target: str, url: str, recorder: Recorder, policy: str
     made = []
     for adapter, name, api in [
         (policy, "policy", "responses"),
-        *(("openai", judge, "chat") for judge in judges),
+        *(("openai", name, "chat") for name in judges),
     ]:
         options = ModelOptions(base_url=recorder.url(name), api_key="census", model=name, api=api,
                                token_capture=False)  # fmt: skip
@@ -255,216 +453,6 @@ async def _gymbus_serving(target: str, url: str, recorder: Recorder, policy: str
         await nc.close()
         for model in made:
             await model.aclose()
-
-
-async def both_ways(
-    target: str,
-    url: str,
-    recorder: Recorder,
-    ray: str,
-    work: Path,
-    rows: int,
-    quiet: Any,
-    worker: Any,
-    classify: Any,
-    timeouts: Any,
-) -> BothWays:
-    """`target` measured both ways (see the module docstring); NeMo Gym's side joins the Ray
-    cluster at `ray`."""
-    started = time.monotonic()
-    result = BothWays(target)
-    try:
-        directory, config = await asyncio.to_thread(locate, target)
-        server = read_config(directory, config)
-        await asyncio.to_thread(prepare, target)
-    except GymError as exc:
-        outcome, why = classify(str(exc))
-        result.nemo_gym = result.gymbus = Side(outcome=outcome, why=f"install: {why}")
-        result.why = result.nemo_gym.why
-        return result
-    data = directory / "data"
-    example, stored = data / "example.jsonl", data / "example_rollouts.jsonl"
-    unreadable = "no data/example.jsonl" if not example.exists() else _not_json(example)
-    if unreadable:
-        result.nemo_gym = result.gymbus = Side(why=unreadable)
-        result.why = unreadable
-        return result
-    if not server.agents:  # its agent comes from elsewhere (a benchmark's config): neither side has one
-        result.nemo_gym = result.gymbus = Side(why="its config declares no agent")
-        result.why = "its config declares no agent"
-        return result
-    rows_file = _rows(example, rows, work / "rows.jsonl")
-    result.agent = _agent(server, example)
-    models = {*server.models, *(model for agent in server.agents for model in agent.models)}
-    result.judges = sorted(models - {POLICY})
-    result.policy = "vllm" if needs_vllm(server.config_file) else "openai"
-    reverify = None
-    if stored.exists() and not _not_json(stored):  # browsecomp's are `<PLACEHOLDER ROW>` lines
-        rollouts = _rows(
-            _with_indices(stored, work / "stored.jsonl", result.agent), rows, work / "stored.jsonl"
-        )
-        inputs = materialize(rollouts, example, work / "stored_materialized_inputs.jsonl", result.agent)
-        # Stored rollouts of other rows than its examples (or of another shape) have no inputs
-        # to re-verify with, on either side.
-        reverify = (rollouts, inputs) if inputs.read_text().strip() else None
-
-    # GymBus.
-    recorder.log = work / "gymbus.requests.jsonl"
-    side = result.gymbus
-    clock = time.monotonic()
-    log = work / "gymbus.worker.log"
-    async with _gymbus_serving(target, url, recorder, result.policy, result.judges, worker, log) as running:
-        failure = await running.ready()
-        if failure is not None:
-            side.outcome, why = classify(failure)
-            side.why = f"start: {why}"
-        else:
-            output = work / "gymbus.jsonl"
-            options = CollectOptions(input=rows_file, output=output, agent=result.agent, nats_url=url,
-                                     timeouts=timeouts)  # fmt: skip
-            try:
-                done = await collect(options, quiet(), asyncio.Event())
-            except UnknownAgent as exc:  # the worker did not serve it: its log says why
-                side.outcome, why = classify(f"{exc}\n{running.text()[-3000:]}")
-                side.why = f"collect: {why}"
-                done = None
-            if done is not None:
-                side.rows, side.ok, side.failed = done.planned, done.written, done.failed
-                side.rewards = _collected(output)
-                if done.written == done.planned and done.planned:
-                    side.outcome, side.why = "works", f"collected {side.ok}/{side.rows}"
-                else:
-                    side.outcome, why = classify(_failure_reason(done.paths.failures))
-                    side.why = f"collect ({side.failed}/{side.rows} failed): {why}"
-                if reverify is not None and side.outcome == "works":
-                    recorder.log = work / "gymbus.reverify.requests.jsonl"
-                    verified = work / "gymbus.reverified.jsonl"
-                    report, found = await _gymbus_reverify(
-                        *reverify, verified, result.agent, url, timeouts, quiet
-                    )
-                    side.rewards |= found
-                    side.reverified = len(found)
-                    if report.failed:
-                        side.why += f"; reverify ({report.failed} failed): {' '.join(report.failures)[:300]}"
-    side.seconds = round(time.monotonic() - clock, 1)
-
-    # NeMo Gym's own stack.
-    recorder.log = work / "nemo_gym.requests.jsonl"
-    side = result.nemo_gym
-    clock = time.monotonic()
-    own = OwnStack(server.config_file, tuple(result.judges), recorder, ray, work)
-    try:
-        failure = await asyncio.to_thread(own.start)
-        if failure is not None and result.gymbus.outcome == "works":
-            # Started once more before the server is called one that works on GymBus only:
-            # `ng_run` lost a server now and then on two busy cores, then started it fine.
-            await asyncio.to_thread(own.stop)
-            again = await asyncio.to_thread(own.start)
-            failure = None if again is None else failure
-        if failure is not None:
-            side.outcome, why = classify(failure)
-            side.why = f"start: {why}"
-        else:
-            output = work / "nemo_gym.jsonl"
-            status = await asyncio.to_thread(
-                own.collect, result.agent, rows_file, output, timeouts.rollout * 3
-            )
-            side.rewards = _collected(output)
-            side.rows = len(rows_file.read_text().splitlines())
-            side.ok = len(side.rewards)
-            side.failed = side.rows - side.ok
-            if side.ok == side.rows and status == 0:
-                side.outcome, side.why = "works", f"collected {side.ok}/{side.rows}"
-            else:
-                said = _failure_reason(work / "nemo_gym_failures.jsonl") or output.with_suffix(".log").read_text(
-                    errors="replace")[-3000:]  # fmt: skip
-                side.outcome, why = classify(said)
-                side.why = (
-                    f"collect ({side.failed}/{side.rows} failed, exit {status}): {why}{_server_said(own.log)}"
-                )
-    finally:
-        await asyncio.to_thread(own.stop)
-    if reverify is not None and side.outcome == "works":
-        recorder.log = work / "nemo_gym.reverify.requests.jsonl"
-        output = work / "nemo_gym.reverified.jsonl"
-        limit = timeouts.verify * 4
-        status, found = await asyncio.to_thread(_nemo_gym_reverify, own, *reverify, output, limit)
-        side.rewards |= found
-        side.reverified = len(found)
-        if status != 0 or len(found) < len(reverify[0].read_text().splitlines()):
-            tail = output.with_suffix(".log").read_text(errors="replace")[-3000:] if output.with_suffix(
-                ".log").exists() else ""  # fmt: skip
-            side.why += f"; reverify (exit {status}, {len(found)} verified): {classify(tail)[1]}"
-    side.seconds = round(time.monotonic() - clock, 1)
-
-    _judge(result, work)
-    if (work / "nemo_gym.requests.jsonl").exists() and _collections_differ(result, work):  # its side ran rows
-        await _collect_again(result, server.config_file, recorder, ray, work, rows_file, timeouts)
-    differing = [key for key in _differing(result.nemo_gym, result.gymbus) if key.startswith("r")]
-    if differing and reverify is not None:
-        again = work / "again"
-        again.mkdir()
-        numbers = [int(key[1:]) for key in differing]
-        rollouts, inputs = (_lines(path, numbers, again / path.name) for path in reverify)
-        recorder.log = again / "requests.jsonl"  # what a second try asks is not compared
-        output = again / "nemo_gym.reverified.jsonl"
-        limit = timeouts.verify * 4
-        _, theirs = await asyncio.to_thread(_nemo_gym_reverify, own, rollouts, inputs, output, limit)
-        ours = await _gymbus_again(target, url, recorder, result, worker, (rollouts, inputs), again, timeouts,
-                                   quiet)  # fmt: skip
-        back = {f"r{index}": f"r{number}" for index, number in enumerate(numbers, 1)}
-        _settle(result, {back[key]: reward for key, reward in theirs.items() if key in back},
-                {back[key]: reward for key, reward in ours.items() if key in back})  # fmt: skip
-    result.seconds = round(time.monotonic() - started, 1)
-    return result
-
-
-def _collections_differ(result: BothWays, work: Path) -> bool:
-    collected = [key for key in _differing(result.nemo_gym, result.gymbus) if not key.startswith("r")]
-    return bool(collected or _collect_requests_differ(work))
-
-
-def _collect_requests_differ(work: Path) -> list[str]:
-    return compare_requests([work / "gymbus.requests.jsonl"], [work / "nemo_gym.requests.jsonl"])[1]
-
-
-async def _collect_again(
-    result: BothWays, config_file: Path, recorder: Recorder, ray: str, work: Path, rows: Path, timeouts: Any
-) -> None:
-    """NeMo Gym's side collects the same rows once more where the two sides' collections
-    differ. Where NeMo Gym's own two collections differ too (a game dealt from an unseeded
-    `random.Random()`), the server is nondeterministic on its own: its collected rewards and
-    requests that differ are unsettled, not differences; else they stand."""
-    again = work / "collected_again"
-    again.mkdir()
-    recorder.log = again / "nemo_gym.requests.jsonl"
-    own = OwnStack(config_file, tuple(result.judges), recorder, ray, again)
-    try:
-        if await asyncio.to_thread(own.start) is not None:
-            return
-        output = again / "nemo_gym.jsonl"
-        await asyncio.to_thread(own.collect, result.agent, rows, output, timeouts.rollout * 3)
-    finally:
-        await asyncio.to_thread(own.stop)
-    first, second = result.nemo_gym.rewards, _collected(output)
-    rewards_moved = [
-        key for key in first if not key.startswith("r") and not _same(first[key], second.get(key))
-    ]
-    own_requests = compare_requests([again / "nemo_gym.requests.jsonl"], [work / "nemo_gym.requests.jsonl"])[
-        1
-    ]
-    if not rewards_moved and not own_requests:
-        return
-    why = f"NeMo Gym's own second collection differs from its first ({len(rewards_moved)} rewards, " \
-          f"{len(own_requests)} requests)"  # fmt: skip
-    collected = {f"row {key}" for key in first if not key.startswith("r")}
-    for said in [said for said in result.reward_mismatches if said.partition(":")[0] in collected]:
-        result.reward_mismatches.remove(said)
-        result.unsettled.append(f"{said} ({why})")
-    for said in _collect_requests_differ(work):
-        if said in result.request_mismatches:
-            result.request_mismatches.remove(said)
-            result.unsettled.append(f"request {said} ({why})")
 
 
 def _lines(path: Path, numbers: list[int], target: Path) -> Path:
@@ -510,69 +498,3 @@ async def _gymbus_again(
             return {}
         output = work / "gymbus.reverified.jsonl"
         return (await _gymbus_reverify(*stored, output, result.agent, url, timeouts, quiet))[1]
-
-
-def _settle(result: BothWays, theirs: dict[str, float | None], ours: dict[str, float | None]) -> None:
-    """Each re-verified row tried again on both sides (`theirs`, `ours`): a row one side
-    scored differently the second time is unsettled, no longer a mismatch; a row each side
-    scored alike twice (or a second try that gave no reward) stays a mismatch, saying so."""
-    kept = []
-    for said in result.reward_mismatches:
-        key = said.removeprefix("row ").partition(":")[0]
-        if key not in theirs and key not in ours:
-            kept.append(said)
-            continue
-        tries = {
-            "NeMo Gym": (result.nemo_gym.rewards.get(key), theirs.get(key)),
-            "GymBus": (result.gymbus.rewards.get(key), ours.get(key)),
-        }
-        each = ", ".join(f"{side} {first} then {second}" for side, (first, second) in tries.items())
-        varied = [side for side, (first, second) in tries.items() if not _same(first, second)]
-        if varied and None not in (value for pair in tries.values() for value in pair):
-            by = " and ".join(varied)
-            result.unsettled.append(f"row {key}: {each} (the same request scored differently by {by})")
-        else:
-            kept.append(f"row {key}: {each}")
-    result.reward_mismatches = kept
-
-
-def _same(a: float | None, b: float | None) -> bool:
-    return (a is None and b is None) or (
-        isinstance(a, int | float) and isinstance(b, int | float) and abs(a - b) <= REWARD_TOLERANCE
-    )
-
-
-def _differing(theirs: Side, ours: Side) -> list[str]:
-    """The rows whose rewards differ between the sides (re-verified ones only where both re-verified)."""
-    keys = set(theirs.rewards) | set(ours.rewards)
-    if not (theirs.reverified and ours.reverified):  # a side whose re-verification did not run says why
-        keys = {key for key in keys if not key.startswith("r")}
-    return [key for key in sorted(keys) if not _same(theirs.rewards.get(key), ours.rewards.get(key))]
-
-
-def _judge(result: BothWays, work: Path) -> None:
-    """The server's class, and what differs between the sides."""
-    theirs, ours = result.nemo_gym, result.gymbus
-    # Rows and requests compare only where both sides ran the rows: a side that did not start
-    # (its class says why) has nothing to differ by.
-    both_ran = bool(theirs.rows and ours.rows)
-    for key in _differing(theirs, ours) if both_ran else []:
-        said = f"NeMo Gym {theirs.rewards.get(key)}, GymBus {ours.rewards.get(key)}"
-        result.reward_mismatches.append(f"row {key}: {said}")
-    # A re-verification's requests count only where both sides re-verified.
-    logs = ["requests", *(["reverify.requests"] if theirs.reverified and ours.reverified else [])]
-    result.requests, differences = compare_requests(
-        [work / f"gymbus.{log}.jsonl" for log in logs], [work / f"nemo_gym.{log}.jsonl" for log in logs]
-    )
-    result.request_mismatches = differences if both_ran else []
-    if theirs.outcome == "works" and ours.outcome == "works":
-        result.klass, result.why = "works on both", theirs.why
-    elif theirs.outcome == "works":
-        result.klass, result.why = "works on NeMo Gym only", f"GymBus: {ours.why}"
-    elif ours.outcome == "works":
-        result.klass, result.why = "works on GymBus only", f"NeMo Gym: {theirs.why}"
-    else:
-        result.klass = "fails on both"
-        result.why = (
-            theirs.why if theirs.outcome == ours.outcome else f"NeMo Gym: {theirs.why}; GymBus: {ours.why}"
-        )

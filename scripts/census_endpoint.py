@@ -7,16 +7,20 @@ Each model name gets its own base URL, `http://127.0.0.1:<port>/<name>/v1`, serv
 as separate endpoints would be. The answer is GymBus's offline policy's (a small generic
 script, never tuned), with one addition a real endpoint makes too: a request that asks for
 a JSON schema (`text.format` or `response_format`) gets a JSON value of that schema. The
-policy reads the request in a canonical form (`canonical`: `null` members and spelled-out
+policy reads the request as Responses parameters (`reading`: `null` members and spelled-out
 defaults left out), so the same conversation gets the same answer, ids included, however
 each side spells it.
 
-`canonical` is also how the two sides' requests are compared: a Chat Completions request
-as the Responses parameters it carries (the bridge's own reading of it; an audio clip as a
-text part naming it by digest), without `model`
-(each side names its own) and without `prompt_cache_key`, which GymBus adds to each policy
-call on purpose (the rollout's session id: the vLLM adapter keeps a rollout on one server
-by it, and OpenAI routes its prompt cache by it; the answer does not depend on it).
+The two sides' requests are compared as NeMo Gym sent them (`as_sent`), not in that
+reading: every content part (images, audio) and every field, known or not, counts. Left
+out are only `model` (each side names its own), `null` members and members spelled out with
+their default meaning (`stream: false`, an empty tool list, an item's `type: message`),
+and `prompt_cache_key`, which GymBus adds to each policy call on purpose (the rollout's
+session id: the vLLM adapter keeps a rollout on one server by it, and OpenAI routes its
+prompt cache by it; the answer does not depend on it). Where GymBus sent a model's request
+over the other API than NeMo Gym did (GymBus serves each model over one API; a NeMo Gym
+server may ask the policy over Chat Completions), GymBus's request is put into NeMo Gym's
+API by GymBus's own conversion (`in_api`), so whatever that conversion loses shows.
 """
 
 from __future__ import annotations
@@ -30,11 +34,12 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from gymbus.functions.models._chat import chat_request
 from gymbus.functions.models.offline import offline_policy, schema_instance
 from gymbus.functions.nemo_gym._chat import chat_completion, params_from_chat
 from gymbus.schemas import ContentPart, GymError, Item, Response, ResponsesCreateParams
 
-__all__ = ["ACCEPTED", "Recorder", "canonical"]
+__all__ = ["ACCEPTED", "Recorder", "as_sent", "in_api", "reading"]
 
 ACCEPTED = ("prompt_cache_key",)
 """Request fields one side sends and the other does not, on purpose (see the docstring)."""
@@ -45,24 +50,47 @@ _DEFAULTS = {"type": "message", "status": "completed", "annotations": [], "logpr
 streaming) may spell out or leave out with the same meaning."""
 
 
-def canonical(api: str, body: dict[str, Any]) -> dict[str, Any]:
-    """`body` (a Responses or Chat Completions request) as comparable Responses parameters."""
+def reading(api: str, body: dict[str, Any]) -> ResponsesCreateParams:
+    """`body` (a Responses or Chat Completions request) as the Responses parameters the
+    policy answers, without `model` and `ACCEPTED`: for answering only, never for comparing
+    (a chat request's image parts and unknown item fields do not survive it)."""
     if api == "chat" and body.get("messages") == []:  # xstest probes its judge so as it starts
         params = ResponsesCreateParams(input=[])
     elif api == "chat":
         params = params_from_chat(_heard(body))
     else:
         params = _params.decode(msgspec.json.encode(_plain(body)))
-    plain: dict[str, Any] = _plain(msgspec.to_builtins(params))
+    return _params.decode(msgspec.json.encode(as_sent(msgspec.to_builtins(params))))
+
+
+def as_sent(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as the census compares it: whole, but for `model`, `ACCEPTED`, `null` members
+    and members spelled out with their default meaning."""
+    plain: dict[str, Any] = _plain(body)
     for name in ("model", *ACCEPTED):
         plain.pop(name, None)
     return plain
 
 
+def in_api(api: str, body: dict[str, Any], wanted: str) -> dict[str, Any]:
+    """`body`, a request GymBus sent over `api`, as GymBus's own conversion puts it into the
+    `wanted` API (`chat` as its Chat Completions adapter sends it; `responses` as its
+    model shim reads a chat request); `body` itself where the APIs are the same."""
+    if api == wanted:
+        return body
+    if wanted == "chat":
+        chat = chat_request(_params.decode(msgspec.json.encode(_plain(body))), str(body.get("model", "")))
+        extra = chat.pop("extra_body", {})  # merged into the request, as the adapter sends it
+        return chat | extra
+    if body.get("messages") == []:
+        return {"input": []}
+    return msgspec.to_builtins(params_from_chat(body))
+
+
 def _heard(chat: dict[str, Any]) -> dict[str, Any]:
     """`chat` with each `audio_url` part (NeMo Gym's audio side channel, spliced in by a vLLM
     adapter) as a text part naming its clip by digest: Responses parameters have no audio, and
-    the clip must count in what is compared and in what the policy answers."""
+    the clip must count in what the policy answers."""
     messages = []
     for message in chat.get("messages") or []:
         content = message.get("content")
@@ -143,7 +171,7 @@ class Recorder:
         with self._lock, open(self.log, "a") as out:
             out.write(json.dumps({"model": model, "api": api, "request": body}) + "\n")
         try:
-            params = _params.decode(msgspec.json.encode(canonical(api, body)))
+            params = reading(api, body)
             params.model = body.get("model")
             answer = _schema_answer(params) or await offline_policy(params)
         except (GymError, msgspec.MsgspecError, ValueError) as exc:

@@ -8,16 +8,19 @@ time (`census_both_ways` says how each side is run): NeMo Gym's `ng_run` +
 local endpoint that answers deterministically and records every request
 (`census_endpoint`), under each model's own name (policy and judges).
 
-Each server ends in a class that says whose problem it is: `works on both`, `works on
-GymBus only`, `works on NeMo Gym only` (a GymBus bug: must stay empty), or `fails on both`
-with the shared reason (read from what failed: NeMo Gym's data, a key, a download,
-containers). Per server it records each side's rows ok and failed, per-row rewards, and
-whether the two sides sent the model the same requests. The run exits 1 when a server works
-on NeMo Gym only or a reward or request differs, listing each difference. A re-verified row
-whose reward differs is tried once more on each side; where one side scores the same request
-differently the second time (a server whose reward depends on the clock), the row is listed
-as unsettled, with every reward each side gave, and is no difference. A run stopped
-midway resumes where it stopped (servers already in `--out` are kept).
+Each server ends in a class that says whose problem it is (`census_verdict` draws them):
+`fails on both, different causes` (listed first), `works on both`, `runs, not evidenced`,
+`works on GymBus only`, `works on NeMo Gym only` (a GymBus bug: must stay empty) or `fails
+on both, same cause`. Each side's cause is its own, read from its own log; GymBus's own
+pre-check (its install, its reading of the config) refusing a server fails GymBus's side
+only, and NeMo Gym's side still runs. Per server it records each side's rows ok and failed,
+per-row rewards, the calls its policy got, re-verified rewards beside the ones NeMo Gym's
+example rollouts store, and whether the two sides sent the model the same requests, as NeMo
+Gym sent them. The run exits 1 when a server works on NeMo Gym only or a reward or request
+differs, listing each difference. A row is unsettled, and no difference, only where one
+side's own two tries differ on it (a re-verified row scored differently the second time;
+a collected row on which NeMo Gym's own two collections differ), listed with every reward.
+A run stopped midway resumes where it stopped (servers already in `--out` are kept).
 
     .venv/bin/python scripts/nemo_gym_census.py --out census.jsonl [--servers mcqa wordle ...]
     .venv/bin/python scripts/nemo_gym_census.py --table census.jsonl   # the docs' tables
@@ -225,6 +228,11 @@ def _short(why: object) -> str:
     return text if len(text) <= _WHY_CHARS else text[: _WHY_CHARS - 3] + "..."
 
 
+def _classes(results: list[dict[str, Any]]) -> list[str]:
+    """`CLASSES`, then any other class a results file holds (one measured before these)."""
+    return [*CLASSES, *sorted({str(one["klass"]) for one in results} - set(CLASSES))]
+
+
 def table(results: list[dict[str, Any]]) -> str:
     """The docs' table: one row per class, its servers, each with why where it is not `works on both`."""
     by: dict[str, list[str]] = collections.defaultdict(list)
@@ -234,45 +242,66 @@ def table(results: list[dict[str, Any]]) -> str:
             name if one["klass"] == "works on both" else f"{name} ({_short(one['why'])})"
         )
     lines = [f"| class | servers ({len(results)}) |", "| --- | --- |"]
-    for klass in CLASSES:
+    for klass in _classes(results):
         lines.append(f"| {klass} ({len(by[klass])}) | {' · '.join(sorted(by[klass])) or '-'} |")
     return "\n".join(lines)
 
 
 def details(results: list[dict[str, Any]]) -> str:
-    """Each server's two sides: rows ok of rows (and re-verified), rewards and requests that
-    differ, rows whose reward changed between tries, and how long each side took."""
+    """Each server's two sides: rows ok of rows (and re-verified, and how many of those as
+    NeMo Gym's example rollouts store them), the calls its policy got, its collected
+    rewards, rewards and requests that differ, rows whose reward changed between tries, and
+    how long each side took."""
     lines = [
-        "| server | NeMo Gym | GymBus | reward mismatches | unsettled rows | request mismatches "
-        "| requests (NeMo Gym / GymBus) | seconds (NeMo Gym + GymBus) |",
-        "| --- | --- | --- | ---: | ---: | ---: | --- | --- |",
+        "| server | NeMo Gym | GymBus | policy calls | rewards collected | reward mismatches | unsettled "
+        "| request mismatches | requests (NeMo Gym / GymBus) | seconds (NeMo Gym + GymBus) |",
+        "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |",
     ]
     for one in sorted(results, key=lambda one: str(one["server"])):
-        sides = [_side(one[name]) for name in ("nemo_gym", "gymbus")]
+        theirs, ours = one["nemo_gym"], one["gymbus"]
         asked = one["requests"]
+        calls = f"{theirs.get('policy_calls', 0)} / {ours.get('policy_calls', 0)}"
         lines.append(
-            f"| `{one['server']}` | {sides[0]} | {sides[1]} | {len(one['reward_mismatches'])} "
+            f"| `{one['server']}` | {_side(theirs)} | {_side(ours)} | {calls} "
+            f"| {_rewards(theirs)} / {_rewards(ours)} | {len(one['reward_mismatches'])} "
             f"| {len(one.get('unsettled', []))} | {len(one['request_mismatches'])} "
             f"| {asked.get('nemo_gym', 0)} / {asked.get('gymbus', 0)} "
-            f"| {one['nemo_gym']['seconds']:.0f} + {one['gymbus']['seconds']:.0f} |"
+            f"| {theirs['seconds']:.0f} + {ours['seconds']:.0f} |"
         )
     unsettled = [f"- `{one['server']}` {said}" for one in results for said in one.get("unsettled", [])]
     if unsettled:
-        lines += ["", "Unsettled rows (tried twice on each side):", *unsettled]
+        lines += ["", "Unsettled (one side's own two tries differ on it):", *unsettled]
     return "\n".join(lines)
 
 
 def _side(side: dict[str, Any]) -> str:
     if side["outcome"] != "works":
-        return f"{side['outcome']}: {_short(side['why'])[:80]}"
-    again = f", {side['reverified']} re-verified" if side["reverified"] else ""
+        return f"{side['outcome']}: {_short(side.get('cause') or side['why'])[:80]}"
+    again = ""
+    if side["reverified"]:
+        again = f", {side['reverified']} re-verified ({side.get('reproduced', 0)} as stored)"
     return f"{side['ok']}/{side['rows']} collected{again}"
+
+
+def _rewards(side: dict[str, Any]) -> str:
+    """The collected rows' rewards, in task order (`-` where none)."""
+    collected = {key: reward for key, reward in side["rewards"].items() if not key.startswith("r")}
+    return " ".join(f"{collected[key]:g}" if isinstance(collected[key], int | float) else "none"
+                    for key in sorted(collected, key=_task_order)) or "-"  # fmt: skip
+
+
+def _task_order(key: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in key.split(".") if part.isdigit())
 
 
 def counts(results: list[dict[str, Any]]) -> str:
     """The README's table: how many servers end in each class."""
     by = collections.Counter(str(one["klass"]) for one in results)
-    lines = ["| class | servers |", "| --- | ---: |", *(f"| {klass} | {by[klass]} |" for klass in CLASSES)]
+    lines = [
+        "| class | servers |",
+        "| --- | ---: |",
+        *(f"| {klass} | {by[klass]} |" for klass in _classes(results)),
+    ]
     return "\n".join([*lines, f"| all | {len(results)} |"])
 
 

@@ -37,7 +37,7 @@ EXPECTED = {
     "mcqa": "works on both",  # its stored rollouts re-verified by both, row 3 included
     "workplace_assistant": "works on both",
     "math_advanced_calculations": "works on both",
-    "grl_sokoban": "fails on both",  # the policy's text is no Sokoban action, on either side
+    "grl_sokoban": "fails on both, same cause",  # the policy's text is no Sokoban action, on either side
     "verifif": "works on both",  # judged with Chat Completions at the policy's URL
     "arc_agi": "works on both",  # its stored rollouts re-verified by both
     "example_single_tool_call": "works on both",
@@ -90,8 +90,12 @@ def test_the_census_runs_nemo_gyms_own_stack_beside_gymbus_and_finds_no_differen
     # row r2 is scored by whether SymPy beats math-verify's 5 s alarm, on either side alike, so
     # the clock decides whether the two sides differ; docs/nemo-gym.md has the measurements.)
     assert {server: row["unsettled"] for server, row in results.items() if row["unsettled"]} == {}
-    for side in ("nemo_gym", "gymbus"):  # the same reason on both sides, said by the server
+    for side in ("nemo_gym", "gymbus"):  # the same cause on both sides, said by the server
         assert "Unable to parse action from response" in results["grl_sokoban"][side]["why"], side
+        assert results["grl_sokoban"][side]["cause"].startswith("Unable to parse action from response"), side
+    for server, row in results.items():  # each side that works called the policy
+        for side in (row["nemo_gym"], row["gymbus"]):
+            assert side["outcome"] != "works" or side["policy_calls"] > 0, (server, side)
     # NeMo Gym's stored rollouts of its example rows (2 of iheval's first 3), re-verified by both.
     for server, stored in (("iheval", 2), ("mcqa", 3)):
         assert results[server]["nemo_gym"]["reverified"] == results[server]["gymbus"]["reverified"] == stored
@@ -102,7 +106,8 @@ def test_the_census_runs_nemo_gyms_own_stack_beside_gymbus_and_finds_no_differen
     assert table.strip() in run.stdout
     lines = table.strip().splitlines()
     assert lines[0] == f"| class | servers ({len(EXPECTED)}) |"
-    assert lines[4] == "| works on NeMo Gym only (0) | - |"
+    assert lines[2] == "| fails on both, different causes (0) | - |"
+    assert lines[6] == "| works on NeMo Gym only (0) | - |"
     # A second run resumes: what was measured is kept, not measured again.
     again = subprocess.run(
         [sys.executable, str(SCRIPT), "--out", str(out), "--servers", *EXPECTED],
@@ -171,94 +176,3 @@ def test_the_tables_reasons_name_no_machines_folders() -> None:
     assert "/home/" not in short and "venvs" not in short
     assert "gymnasium-1-2.log" in short and "resources_servers/a/b.py: no class" in short
     assert "https://github.com/org/repo.git/ kept" in short  # an address is not a folder of this machine
-
-
-def test_requests_are_compared_field_by_field_but_for_gymbus_s_cache_key(tmp_path: Path) -> None:
-    census_module()  # puts the script's folder on the path
-    from census_both_ways import compare_requests
-
-    judge = {
-        "messages": [{"role": "user", "content": "Grade."}],
-        "seed": 42,
-        "model": "bbq_judge_model",
-        "response_format": {
-            "type": "json_schema",
-            "json_schema": {"name": "v", "schema": {"type": "object"}},
-        },
-    }
-    policy = {
-        "input": [{"role": "user", "content": "hi", "type": "message"}],
-        "model": "policy",
-        "top_p": None,
-        "stream": False,
-    }
-
-    def log(name: str, *records: tuple[str, str, dict[str, object]]) -> Path:
-        lines = [json.dumps({"model": model, "api": api, "request": body}) for model, api, body in records]
-        (tmp_path / name).write_text("".join(line + "\n" for line in lines))
-        return tmp_path / name
-
-    theirs = log("theirs.jsonl", ("policy", "responses", policy), ("bbq_judge_model", "chat", judge))
-    # The same requests, spelled GymBus's way: no nulls, the cache key, the judge over Responses
-    # (where an empty tool list is no tools, and no `stream` is `stream: false`).
-    same = {"input": [{"role": "user", "content": "hi"}], "model": "policy", "prompt_cache_key": "s1"}
-    judged = {
-        "input": [{"role": "user", "content": "Grade."}],
-        "model": "j",
-        "metadata": {"extra_body": '{"seed": 42}'},
-        "tools": [],
-        "text": {"format": {"type": "json_schema", "name": "v", "schema": {"type": "object"}}},
-    }
-    ours = log("ours.jsonl", ("policy", "responses", same), ("bbq_judge_model", "responses", judged))
-    assert compare_requests([ours], [theirs]) == ({"nemo_gym": 2, "gymbus": 2}, [])
-    # Without its seed, the judge's request differs, and says where.
-    unseeded = log(
-        "unseeded.jsonl",
-        ("policy", "responses", same),
-        ("bbq_judge_model", "chat", {k: v for k, v in judge.items() if k != "seed"}),
-    )
-    counts, differences = compare_requests([unseeded], [theirs])
-    assert counts == {"nemo_gym": 2, "gymbus": 2}
-    assert differences == [
-        'bbq_judge_model: .metadata: {"extra_body": "{\\"seed\\": 42}"} != null (NeMo Gym != GymBus)'
-    ]
-
-
-def test_a_row_one_side_scores_differently_when_tried_again_is_unsettled_not_a_difference(
-    tmp_path: Path,
-) -> None:
-    census_module()
-    from census_both_ways import BothWays, Side, _judge, _settle
-
-    result = BothWays(
-        "math_with_judge",
-        nemo_gym=Side(
-            outcome="works",
-            rows=1,
-            reverified=4,
-            rewards={"0": 0.0, "r1": 0.0, "r2": 0.0, "r3": 1.0, "r4": 1.0},
-        ),
-        gymbus=Side(
-            outcome="works",
-            rows=1,
-            reverified=4,
-            rewards={"0": 0.0, "r1": 0.0, "r2": 1.0, "r3": 0.0, "r4": 0.0},
-        ),
-    )
-    _judge(result, tmp_path)
-    assert [said.partition(":")[0] for said in result.reward_mismatches] == ["row r2", "row r3", "row r4"]
-    # A side that ran no rows (it did not start) has nothing to differ by: its class says why.
-    ran = Side(outcome="works", rows=1, rewards={"0": 1.0})
-    idle = BothWays("spartqa", nemo_gym=Side(why="start: refused"), gymbus=ran)
-    _judge(idle, tmp_path)
-    assert (idle.klass, idle.reward_mismatches, idle.request_mismatches) == ("works on GymBus only", [], [])
-    # Tried again: r2's GymBus reward changes, r3's two sides each say the same again, r4's
-    # second try on NeMo Gym's side gave no reward.
-    _settle(result, {"r2": 0.0, "r3": 1.0}, {"r2": 0.0, "r3": 0.0, "r4": 0.0})
-    assert result.unsettled == [
-        "row r2: NeMo Gym 0.0 then 0.0, GymBus 1.0 then 0.0 (the same request scored differently by GymBus)"
-    ]
-    assert result.reward_mismatches == [
-        "row r3: NeMo Gym 1.0 then 1.0, GymBus 0.0 then 0.0",
-        "row r4: NeMo Gym 1.0 then None, GymBus 0.0 then 0.0",
-    ]

@@ -1,0 +1,334 @@
+"""The census's verdict (`scripts/census_verdict.py`): each class it draws, each made by a case
+built for it from recorded side results and request logs, with no server run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+from census_verdict import (  # noqa: E402
+    CLASSES,
+    BothWays,
+    Side,
+    cause,
+    compare_requests,
+    judge,
+    same_cause,
+    settle_collected,
+    settle_requests,
+    settle_reverified,
+)
+
+SOKOBAN = "Unable to parse action from response: 'Sokoban board:'"
+
+
+def _log(path: Path, *records: tuple[str, str, dict[str, object]]) -> Path:
+    lines = [json.dumps({"model": model, "api": api, "request": body}) for model, api, body in records]
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def _census() -> ModuleType:
+    """`scripts/nemo_gym_census.py`, imported (its tables)."""
+    if "nemo_gym_census" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("nemo_gym_census", SCRIPTS / "nemo_gym_census.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["nemo_gym_census"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["nemo_gym_census"]
+
+
+def _failed(why: str, cause_: str) -> Side:
+    return Side(why=why, cause=cause_, rows=5, failed=5)
+
+
+def _works(rewards: dict[str, float | None], reverified: int = 0) -> Side:
+    return Side(outcome="works", why="collected", rows=len(rewards), ok=len(rewards), rewards=rewards,
+                reverified=reverified)  # fmt: skip
+
+
+# --- causes ---
+
+
+def test_each_sides_cause_is_the_servers_own_words_from_its_own_log() -> None:
+    # NeMo Gym's client logs the server's FastAPI body; GymBus's bridge quotes its detail.
+    theirs = cause(
+        "ClientResponseError: 500, message='Internal Server Error'\n"
+        f'Response content: {{"detail":"{SOKOBAN}"}}',
+        "ClientResponseError: 500, message='Internal Server Error'",
+    )
+    ours = cause(
+        f"agent_failed: NeMo Gym server grl_sokoban refused the request to /step (400): {SOKOBAN}",
+        "agent_failed",
+    )
+    # Its own NeMo Gym agent quotes the bridge's error body inside its own: the innermost counts.
+    nested = (
+        "agent_failed: NeMo Gym server grl_sokoban_gymnasium_agent failed on /run (500): Hit an "
+        "exception in GymnasiumAgent___grl_sokoban_gymnasium_agent calling an inner server: "
+        'b\'{"error":{"type":"bad_request","message":"NeMo Gym server grl_sokoban refused the '
+        "request to /step (400): Unable to parse action from response: \\'Sokoban board:\\'\"}}'"
+    )
+    assert theirs == ours == cause(nested, "agent_failed") == SOKOBAN
+    # Where no server answered, the cause is what `classify` read (its last exception).
+    assert cause("Traceback ...\nRuntimeError: no ticker data", "RuntimeError: no ticker data") == (
+        "RuntimeError: no ticker data"
+    )
+
+
+def test_causes_match_across_folders_ports_and_a_cut_but_not_across_failures() -> None:
+    assert same_cause(
+        "FileNotFoundError: /tmp/a/1/resources_servers/x/data/db.json not found",
+        "FileNotFoundError: /home/u/census/7/resources_servers/x/data/db.json not found",
+    )
+    assert same_cause("cannot connect to 127.0.0.1:43211", "cannot connect to 127.0.0.1:51007")
+    assert same_cause("RuntimeError: Failed to load SEC ticker data after retries. Server cannot...",
+                      "RuntimeError: Failed to load SEC ticker data after retries. Server cannot start")  # fmt: skip
+    assert not same_cause("RuntimeError: Process `swe_rebench_resources_server` finished unexpectedly!",
+                          "sandbox_timeout")  # fmt: skip
+    assert not same_cause("", "")  # no cause read on either side is no match
+
+
+def test_a_server_whose_sides_fail_differently_is_its_own_class_listed_first(tmp_path: Path) -> None:
+    result = BothWays(
+        "swe_rebench/swe_rebench_opencode",
+        nemo_gym=_failed(
+            "start: RuntimeError",
+            "RuntimeError: Process `swe_rebench_resources_server` finished unexpectedly!",
+        ),  # fmt: skip
+        gymbus=_failed(
+            "start: ValidationError", "ValidationError: 7 validation errors for OpencodeAgentConfig"
+        ),
+    )
+    judge(result, tmp_path)
+    assert result.klass == "fails on both, different causes"
+    assert result.why == (
+        "NeMo Gym: RuntimeError: Process `swe_rebench_resources_server` finished unexpectedly!; "
+        "GymBus: ValidationError: 7 validation errors for OpencodeAgentConfig"
+    )
+    same = BothWays(
+        "grl_sokoban", nemo_gym=_failed("collect: 500", SOKOBAN), gymbus=_failed("collect", SOKOBAN)
+    )
+    judge(same, tmp_path)
+    assert (same.klass, same.why) == ("fails on both, same cause", SOKOBAN)
+    # The table lists the class first, each side's cause beside the server.
+    table = _census().table([json.loads(json.dumps(one, default=vars)) for one in (same, result)])
+    rows = table.splitlines()
+    assert rows[2].startswith(
+        "| fails on both, different causes (1) | `swe_rebench/swe_rebench_opencode` (NeMo"
+    )
+    assert rows[-1].startswith("| fails on both, same cause (1) | `grl_sokoban` (Unable to parse action")
+    assert CLASSES[0] == "fails on both, different causes"
+
+
+# --- evidence ---
+
+
+def test_a_server_whose_policy_got_no_call_runs_but_is_not_evidenced(tmp_path: Path) -> None:
+    # Every request went to the user simulator, on both sides: rows collected, rewards 1.0.
+    for side in ("nemo_gym", "gymbus"):
+        _log(tmp_path / f"{side}.requests.jsonl", ("user_simulator", "responses", {"input": "hi"}))
+    result = BothWays(
+        "conversational_tool_use_simulation", nemo_gym=_works({"0": 1.0}), gymbus=_works({"0": 1.0})
+    )
+    judge(result, tmp_path)
+    assert result.klass == "runs, not evidenced"
+    assert result.why == "NeMo Gym: the policy got no call; GymBus: the policy got no call"
+    assert result.request_mismatches == [] and result.reward_mismatches == []
+
+
+def test_all_rewards_zero_and_nothing_re_verified_is_not_evidenced(tmp_path: Path) -> None:
+    for side in ("nemo_gym", "gymbus"):
+        _log(tmp_path / f"{side}.requests.jsonl", ("policy", "responses", {"input": "hi"}))
+    zeros = BothWays(
+        "wordle_like", nemo_gym=_works({"0": 0.0, "1": 0.0}), gymbus=_works({"0": 0.0, "1": 0.0})
+    )
+    judge(zeros, tmp_path)
+    assert zeros.klass == "runs, not evidenced"
+    assert zeros.why.startswith("NeMo Gym: no reward is non-zero and nothing was re-verified; GymBus: ")
+    assert zeros.nemo_gym.policy_calls == zeros.gymbus.policy_calls == 1
+    # A non-zero reward on each side is evidence.
+    scored = BothWays("mcqa", nemo_gym=_works({"0": 0.0, "1": 1.0}), gymbus=_works({"0": 0.0, "1": 1.0}))
+    judge(scored, tmp_path)
+    assert scored.klass == "works on both"
+
+
+def test_re_verified_rewards_are_evidence_and_are_compared_with_the_stored_ones(tmp_path: Path) -> None:
+    for side in ("nemo_gym", "gymbus"):
+        _log(tmp_path / f"{side}.requests.jsonl", ("policy", "responses", {"input": "hi"}))
+    rewards = {"0": 0.0, "r1": 0.0, "r2": 1.0, "r3": 1.0}
+    result = BothWays("mcqa", nemo_gym=_works(dict(rewards), 3), gymbus=_works(dict(rewards), 3),
+                      stored={"r1": 0.0, "r2": 1.0, "r3": 0.0})  # fmt: skip
+    judge(result, tmp_path)
+    assert result.klass == "works on both"
+    # r3: 1.0 re-verified on both sides where the example rollouts store 0.0.
+    assert result.nemo_gym.reproduced == result.gymbus.reproduced == 2
+    assert "3 re-verified (2 as stored)" in _census().details([json.loads(json.dumps(result, default=vars))])
+
+
+# --- unsettled rows: NeMo Gym's own two tries ---
+
+
+def test_a_collected_row_is_unsettled_only_where_nemo_gyms_own_two_collections_differ_on_it(
+    tmp_path: Path,
+) -> None:
+    result = BothWays("blackjack", nemo_gym=_works({"0": 1.0, "1": 1.0, "2": 0.0}),
+                      gymbus=_works({"0": -1.0, "1": -1.0, "2": 0.0}))  # fmt: skip
+    judge(result, tmp_path)
+    assert result.reward_mismatches == [
+        "row 0: NeMo Gym 1.0, GymBus -1.0",
+        "row 1: NeMo Gym 1.0, GymBus -1.0",
+    ]
+    # NeMo Gym's second collection deals row 0 differently, and row 2 (which both sides
+    # agreed on); row 1 it scores as before, so GymBus's -1.0 there stands.
+    settle_collected(result, {"0": -1.0, "1": 1.0, "2": 1.0})
+    assert result.unsettled == [
+        "row 0: NeMo Gym 1.0 then -1.0, GymBus -1.0 (NeMo Gym's own two collections differ on this row)"
+    ]
+    assert result.reward_mismatches == ["row 1: NeMo Gym 1.0, GymBus -1.0"]
+
+
+def test_a_request_is_unsettled_only_where_nemo_gyms_own_two_collections_sent_it_differently(
+    tmp_path: Path,
+) -> None:
+    dealt = {"input": "you hold 7 and 9"}
+    other = {"input": "you hold 10 and 3"}
+    asked = {"input": "hit or stand?"}
+    _log(tmp_path / "nemo_gym.requests.jsonl", ("policy", "responses", dealt), ("policy", "responses", asked))
+    _log(
+        tmp_path / "gymbus.requests.jsonl",
+        ("policy", "responses", other),
+        ("policy", "responses", {"input": "x"}),
+    )
+    result = BothWays("blackjack", nemo_gym=_works({"0": 1.0}), gymbus=_works({"0": 1.0}))
+    judge(result, tmp_path)
+    assert len(result.request_mismatches) == 2
+    # NeMo Gym's second collection dealt another hand, and asked the same question again.
+    again = _log(tmp_path / "again.jsonl", ("policy", "responses", other), ("policy", "responses", asked))
+    settle_requests(result, tmp_path, again)
+    assert result.request_mismatches == ['policy: .input: "hit or stand?" != "x" (NeMo Gym != GymBus)']
+    assert result.unsettled == [
+        'request policy: .input: "you hold 7 and 9" != "you hold 10 and 3" (NeMo Gym != GymBus) '
+        "(NeMo Gym's own two collections differ on it)"
+    ]
+
+
+def test_a_re_verified_row_one_side_scores_differently_when_tried_again_is_unsettled(tmp_path: Path) -> None:
+    result = BothWays(
+        "math_with_judge",
+        nemo_gym=_works({"0": 0.0, "r1": 0.0, "r2": 0.0, "r3": 1.0, "r4": 1.0}, 4),
+        gymbus=_works({"0": 0.0, "r1": 0.0, "r2": 1.0, "r3": 0.0, "r4": 0.0}, 4),
+    )
+    judge(result, tmp_path)
+    assert [said.partition(":")[0] for said in result.reward_mismatches] == ["row r2", "row r3", "row r4"]
+    # Tried again: r2's GymBus reward changes, r3's two sides each say the same again, r4's
+    # second try on NeMo Gym's side gave no reward.
+    settle_reverified(result, {"r2": 0.0, "r3": 1.0}, {"r2": 0.0, "r3": 0.0, "r4": 0.0})
+    assert result.unsettled == [
+        "row r2: NeMo Gym 0.0 then 0.0, GymBus 1.0 then 0.0 (the same request scored differently by GymBus)"
+    ]
+    assert result.reward_mismatches == [
+        "row r3: NeMo Gym 1.0 then 1.0, GymBus 0.0 then 0.0",
+        "row r4: NeMo Gym 1.0 then None, GymBus 0.0 then 0.0",
+    ]
+    # A side that ran no rows (it did not start) has nothing to differ by: its class says why.
+    idle = BothWays("spartqa", nemo_gym=Side(why="start: refused"), gymbus=_works({"0": 1.0}))
+    judge(idle, tmp_path / "none")
+    assert (idle.klass, idle.reward_mismatches, idle.request_mismatches) == ("works on GymBus only", [], [])
+
+
+# --- requests, as NeMo Gym sent them ---
+
+JUDGE = {
+    "messages": [{"role": "user", "content": "Grade."}],
+    "seed": 42,
+    "model": "bbq_judge_model",
+    "response_format": {"type": "json_schema", "json_schema": {"name": "v", "schema": {"type": "object"}}},
+}
+POLICY_CALL = {"input": [{"role": "user", "content": "hi", "type": "message"}], "model": "policy", "top_p": None,
+               "stream": False}  # fmt: skip
+
+
+def _compared(tmp_path: Path, ours: list[tuple[str, str, dict[str, object]]],
+              theirs: list[tuple[str, str, dict[str, object]]]) -> tuple[dict[str, int], list[str]]:  # fmt: skip
+    compared = compare_requests(
+        [_log(tmp_path / "ours.jsonl", *ours)], [_log(tmp_path / "theirs.jsonl", *theirs)]
+    )
+    return compared.counts, compared.differences
+
+
+def test_the_same_requests_spelled_each_sides_way_do_not_differ(tmp_path: Path) -> None:
+    # GymBus's policy call: no nulls, its cache key; its judge call at the policy's name went
+    # over Responses (GymBus serves the policy over one API), put into Chat Completions by
+    # GymBus's own adapter conversion to be compared with what NeMo Gym sent.
+    same = {"input": [{"role": "user", "content": "hi"}], "model": "policy", "prompt_cache_key": "s1"}
+    judged = {
+        "input": [{"role": "user", "content": "Grade."}],
+        "model": "policy",
+        "metadata": {"extra_body": '{"seed": 42}'},
+        "tools": [],
+        "text": {"format": {"type": "json_schema", "name": "v", "schema": {"type": "object"}}},
+    }
+    theirs = [
+        ("policy", "responses", POLICY_CALL),
+        ("policy", "chat", JUDGE),
+        ("bbq_judge_model", "chat", JUDGE),
+    ]
+    ours = [
+        ("policy", "responses", same),
+        ("policy", "responses", judged),
+        ("bbq_judge_model", "chat", JUDGE),
+    ]
+    assert _compared(tmp_path, ours, theirs) == ({"nemo_gym": 3, "gymbus": 3}, [])
+    # Without its seed, the judge's request differs, and says where.
+    unseeded = {key: value for key, value in JUDGE.items() if key != "seed"}
+    _, differences = _compared(tmp_path, [*ours[:2], ("bbq_judge_model", "chat", unseeded)], theirs)
+    assert differences == ["bbq_judge_model: .seed: 42 != null (NeMo Gym != GymBus)"]
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+    ],
+)
+def test_a_request_differing_only_in_an_image_or_audio_part_differs(
+    tmp_path: Path, part: dict[str, object]
+) -> None:
+    text = {"type": "text", "text": "What is drawn?"}
+    seen = {"messages": [{"role": "user", "content": [text, part]}]}
+    blind = {"messages": [{"role": "user", "content": [text]}]}
+    _, differences = _compared(tmp_path, [("policy", "chat", blind)], [("policy", "chat", seen)])
+    assert len(differences) == 1 and differences[0].startswith("policy: .messages[0].content: [")
+    assert str(part["type"]) in differences[0] and differences[0].endswith(" (NeMo Gym != GymBus)")
+    # GymBus's shim reads a chat request as Responses parameters with the text alone: what it
+    # then sent over Responses, put back into NeMo Gym's API, lacks the image too.
+    read = {"input": [{"role": "user", "content": "What is drawn?"}]}
+    _, differences = _compared(tmp_path, [("policy", "responses", read)], [("policy", "chat", seen)])
+    assert len(differences) == 1 and differences[0].startswith("policy: .messages[0].content: [")
+
+
+def test_a_request_differing_only_in_an_unknown_field_differs(tmp_path: Path) -> None:
+    kept = {
+        **POLICY_CALL,
+        "input": [{"role": "user", "content": "hi", "x_trace": {"id": 7}}],
+        "x_priority": 3,
+    }
+    _, differences = _compared(
+        tmp_path, [("policy", "responses", POLICY_CALL)], [("policy", "responses", kept)]
+    )
+    assert differences == ['policy: .input[0].x_trace: {"id": 7} != null (NeMo Gym != GymBus)']
+    plain = {**POLICY_CALL, "x_priority": 3}
+    _, differences = _compared(
+        tmp_path, [("policy", "responses", POLICY_CALL)], [("policy", "responses", plain)]
+    )
+    assert differences == ["policy: .x_priority: 3 != null (NeMo Gym != GymBus)"]
