@@ -16,6 +16,7 @@ import contextlib
 import logging
 import math
 import os
+import re
 import time
 import weakref
 from asyncio import FIRST_COMPLETED
@@ -28,7 +29,7 @@ import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from gymbus.schemas import DEFAULT_TIMEOUTS, BusUnavailable, NotAuthorized, Timeouts, redact_url
+from gymbus.schemas import DEFAULT_TIMEOUTS, BusError, BusUnavailable, NotAuthorized, Timeouts, redact_url
 
 from ..cluster import refusals, replicas_from_env, set_replicas
 from ..security import BusAuth
@@ -47,6 +48,7 @@ from ._discovery import (
     wait_served,
 )
 from ._embedded import EmbeddedServer
+from ._reach import why_unreachable
 
 __all__ = [
     "Bus",
@@ -83,19 +85,44 @@ _REFUSED = ("authorization violation", "authentication", "user authentication ex
 
 
 async def check_permitted(
-    nc: Client, wanted: list[str] | None, role: str, timeout: float = DEFAULT_TIMEOUTS.connect
+    nc: Client,
+    wanted: list[str] | None,
+    role: str,
+    timeout: float = DEFAULT_TIMEOUTS.connect,
+    auth: BusAuth | None = None,
 ) -> None:
     """`NotAuthorized` naming the subjects of `wanted` (`None`: any) the server refused
-    this connection. nats-server reports a permissions violation asynchronously, never
-    as a reply, so this first waits until the server has handled everything sent so far."""
+    this connection (made with `auth`, if given: the message says which credentials). nats-server
+    reports a permissions violation asynchronously, never as a reply, so this first waits until
+    the server has handled everything sent so far."""
     await _handled(nc, timeout)
-    refused = [message.split('"')[1] for message in refusals(nc) if message.count('"') >= 2]
-    denied = [subject for subject in refused if wanted is None or subject in wanted]
+    denied = [subject for subject in _refused_subjects(nc) if wanted is None or subject in wanted]
     if denied:
-        raise NotAuthorized(
-            f"the server does not let these credentials use {', '.join(dict.fromkeys(denied))}: "
-            f"this process needs the credentials of the {role} role"
-        )
+        raise NotAuthorized(_denied_message(denied, role, auth))
+
+
+def _refused_subjects(nc: Client) -> list[str]:
+    return [message.split('"')[1] for message in refusals(nc) if message.count('"') >= 2]
+
+
+_ROLE_FILE = re.compile(r"^(runner|producer|monitor|admin|adapters|(agent|env|model|nemo-gym)-.+)$")
+"""The name `secure init` gives a role's credentials file (`credentials/<role>.nk`)."""
+
+
+def _denied_message(denied: list[str], role: str, auth: BusAuth | None) -> str:
+    """The server refused `denied` to these credentials: which they are (by their file's
+    name, whose role they are) and the role this process needs (its file, if beside them)."""
+    subjects = ", ".join(dict.fromkeys(denied))
+    needed = f"this process needs the credentials of the {role} role"
+    key = auth.nkey or auth.creds if auth is not None else None
+    if auth is None or key is None:
+        return f"the server does not let these credentials use {subjects}: {needed}"
+    named = _ROLE_FILE.match(key.stem)
+    used = auth.describe() + (f", the {named.group(1)} role's" if named else "")
+    beside = key.with_stem(role)
+    if beside.exists():
+        needed += f" ({'NATS_NKEY' if auth.nkey else 'NATS_CREDS'}={beside})"
+    return f"the server does not let these credentials ({used}) use {subjects}: {needed}"
 
 
 async def _handled(nc: Client, timeout: float) -> None:
@@ -205,23 +232,37 @@ async def connect(
         )
     )
     refusal = asyncio.ensure_future(refused.wait())
+    probing = asyncio.ensure_future(why_unreachable(urls, timeouts.connect))  # said only if needed
     try:
         await asyncio.wait({connecting, refusal}, timeout=timeouts.connect, return_when=FIRST_COMPLETED)
+        if connecting.done() and connecting.exception() is None and not refused.is_set():
+            await _require_jetstream(nc, url, timeouts)
+            set_replicas(nc, replicas_from_env() if replicas is None else replicas)
+            return nc
+        connecting.cancel()
+        failure = None if not connecting.done() or connecting.cancelled() else connecting.exception()
+        await nc.close()
+        if refused.is_set():
+            raise NotAuthorized(_refusal_message(url, auth, role))
+        raise BusUnavailable(_unreachable_message(url, timeouts, failure, await _probed(probing, timeouts)))
     finally:
         refusal.cancel()
-    if connecting.done() and connecting.exception() is None and not refused.is_set():
-        await _require_jetstream(nc, url, timeouts)
-        set_replicas(nc, replicas_from_env() if replicas is None else replicas)
-        return nc
-    connecting.cancel()
-    failure = None if not connecting.done() or connecting.cancelled() else connecting.exception()
-    await nc.close()
-    if refused.is_set():
-        raise NotAuthorized(_refusal_message(url, auth, role))
-    reason = type(failure).__name__ if failure is not None else "TimeoutError"
-    raise BusUnavailable(
-        f"cannot reach NATS at {redact_url(url)} within {timeouts.connect:.0f} s ({reason})"
-    ) from None
+        probing.cancel()
+
+
+async def _probed(probing: asyncio.Future[str | None], timeouts: Timeouts) -> str | None:
+    """What `why_unreachable` found, given `timeouts.ping` more to finish; `None` if nothing."""
+    try:
+        return await asyncio.wait_for(asyncio.shield(probing), timeouts.ping)
+    except (TimeoutError, OSError, ValueError):  # ValueError: a URL whose port is no number
+        return None
+
+
+def _unreachable_message(url: str, timeouts: Timeouts, failure: BaseException | None, why: str | None) -> str:
+    where = f"cannot reach NATS at {redact_url(url)} within {timeouts.connect:.0f} s"
+    if why:
+        return f"{where}: {why}"
+    return f"{where} ({type(failure).__name__ if failure is not None else 'TimeoutError'})"
 
 
 async def _require_jetstream(nc: Client, url: str, timeouts: Timeouts) -> None:
@@ -356,10 +397,18 @@ async def open_bus(
         url = embedded.start(timeouts.connect)
         auth = embedded.credentials("runner" if role in _RUNNER_ROLES else "worker")
         log.info("started embedded nats-server at %s", url)
+    auth = BusAuth.from_env() if auth is None else auth
     try:
         nc = await connect(url, name=name, timeouts=timeouts, auth=auth, role=role)
         try:
             yield Bus(nc=nc, js=nc.jetstream(), url=url, embedded=embedded)
+        except (TimeoutError, nats.errors.Error, BusError) as exc:
+            # A subject the role may not use is refused asynchronously, and what waited on
+            # it only times out: say the cause, not the timeout.
+            denied = _refused_subjects(nc)
+            if denied and not isinstance(exc, NotAuthorized):
+                raise NotAuthorized(_denied_message(denied, role, auth)) from exc
+            raise
         finally:
             await _close(nc, timeouts)
     finally:

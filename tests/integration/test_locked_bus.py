@@ -81,6 +81,33 @@ def test_no_credentials_or_wrong_ones_are_refused_at_once_naming_server_and_role
     assert time.monotonic() - started < 15  # refused, not timed out
 
 
+@pytest.fixture
+def locked_alone(tmp_path: Path) -> Iterator[tuple[NatsServers, SecureLayout]]:
+    """A locked bus of its own, for a test whose refusals the shared one's log must not hold."""
+    layout = secure_init(tmp_path / "secrets", [WEATHER], [], ["policy"])
+    authorization = layout.config.read_text().split("authorization", 1)[1]
+    with NatsServers(tmp_path, size=1, extra="authorization" + authorization) as servers:
+        yield servers, layout
+
+
+def test_another_roles_key_is_named_with_the_role_needed_not_a_timeout(
+    locked_alone: tuple[NatsServers, SecureLayout], tmp_path: Path
+) -> None:
+    servers, layout = locked_alone
+    collect = _run(["collect", "-i", str(faults.EXAMPLE), "-o", str(tmp_path / "o.jsonl"), "--agent", WEATHER_AGENT],
+                   _env(servers.url(0), layout.credentials["producer"]))  # fmt: skip
+    assert collect.returncode == 1, collect.stderr
+    [error] = [line for line in collect.stderr.splitlines() if line.startswith("error:")]
+    assert f"credentials (nkey seed file {layout.credentials['producer']}, the producer role's) use " in error
+    assert error.endswith(
+        f"this process needs the credentials of the runner role (NATS_NKEY={layout.credentials['runner']})"
+    ), error
+    status = _run(["status"], _env(servers.url(0), layout.credentials[ENV_ROLE]))
+    assert status.returncode == 1 and "Traceback" not in status.stderr, status.stderr
+    assert f"the {ENV_ROLE} role's) use $srv.stats" in status.stderr.lower()
+    assert "this process needs the credentials of the monitor role" in status.stderr
+
+
 async def test_a_producer_cannot_read_results(secured: tuple[NatsServers, SecureLayout]) -> None:
     servers, layout = secured
     auth = bus.BusAuth(nkey=layout.credentials["producer"])
