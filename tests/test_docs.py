@@ -443,3 +443,23 @@ def test_every_verify_example_reads_rollouts_a_documented_collect_writes() -> No
     ]
     assert read, "no verify example read results/ to check"
     assert [(where, path) for where, path in read if path not in written] == []
+
+
+def test_every_wait_for_a_server_gives_up() -> None:
+    """A `until curl ...` loop waits forever for a server that never starts (a wrong model
+    path): every one the docs show runs under `timeout`."""
+    loops = [command for command in SHELL_COMMANDS if "until " in command.text]
+    assert loops, "no wait loop in the docs to check"
+    assert [c.where for c in loops if not c.text.startswith("timeout ")] == []
+
+
+def test_every_node_example_installs_its_npm_package_first() -> None:
+    """`node examples/node/...` needs the `nats` npm package (`npm ci` there, which
+    scripts/install-node.sh runs): a page that runs it shows that step before it."""
+    runs = [command for command in SHELL_COMMANDS if _words("node", command)]
+    assert runs, "no node example in the docs to check"
+    for run in runs:
+        page, line = run.where.rsplit(":", 1)
+        before = [c.text for c in SHELL_COMMANDS if c.where.rsplit(":", 1)[0] == page and
+                  int(c.where.rsplit(":", 1)[1]) < int(line)]  # fmt: skip
+        assert any("install-node.sh" in text or "npm ci" in text for text in before), run.where
