@@ -148,18 +148,27 @@ async def is_served(nc: Client, service: str, timeout: float = DEFAULT_TIMEOUTS.
 
 
 async def served_within(
-    nc: Client, services: list[str], timeout: float, check: Callable[[], None] | None = None
+    nc: Client,
+    services: list[str],
+    timeout: float,
+    check: Callable[[], None] | None = None,
+    *,
+    say_waiting: bool = True,
 ) -> set[str]:
     """Which of `services` some live worker serves. One that none does yet is waited for,
     up to `timeout` seconds in all (workers started beside the caller may still be
-    starting); each is asked at least once. `check` is called while waiting (to raise if
-    the workers started for them have exited)."""
+    starting); each is asked at least once, and (`say_waiting`) the wait is logged. `check`
+    is called while waiting (to raise if the workers started for them have exited)."""
     deadline = time.monotonic() + timeout
     served = set()
     for service in services:
         live = await is_served(nc, service)
         if not live and timeout > 0:
-            log.info("no worker serves %s yet; waiting for one", service)
+            log.log(
+                logging.INFO if say_waiting else logging.DEBUG,
+                "no worker serves %s yet; waiting for one",
+                service,
+            )
         while not live and time.monotonic() < deadline:
             if check is not None:
                 check()
@@ -174,8 +183,9 @@ async def wait_served(
     nc: Client, services: list[str], timeout: float, check: Callable[[], None] | None = None
 ) -> None:
     """Return once every service in `services` answers a ping; `BusUnavailable` after
-    `timeout`. `check` is called while waiting (see `served_within`)."""
-    served = await served_within(nc, services, timeout, check)
+    `timeout`. `check` is called while waiting (see `served_within`). For workers the caller
+    started: that they are still starting is no news to log ("no worker serves ...")."""
+    served = await served_within(nc, services, timeout, check, say_waiting=False)
     missing = [service for service in services if service not in served]
     if missing:
         raise BusUnavailable(f"workers did not start within {timeout:.0f} s: {', '.join(missing)} not served")

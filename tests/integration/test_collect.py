@@ -452,6 +452,7 @@ def test_logs_off_a_terminal_are_whole_lines_never_wrapped_or_padded(tmp_path: P
     assert f"INFO     serving {WEATHER_AGENT} (agent): {subject}\n" in workers_log, workers_log
     for line in (done.stderr + workers_log).splitlines():
         assert line == line.rstrip(), repr(line)
+    assert "no worker serves" not in done.stderr  # its own workers starting are no missing ones
 
 
 def test_a_missing_input_file_is_a_clear_error(tmp_path: Path) -> None:
