@@ -30,7 +30,8 @@ or traceback, which go to the worker's log).
 
 Your module's functions are found by `gym-runner serve path/to/my_env.py` (or
 `my_pkg.my_env`), or by name once your package declares an entry point in the group
-`gymbus.functions` (`REGISTRY`, `ENTRY_POINT_GROUP`). Nothing here imports `nats` or `bus`.
+`gymbus.functions` (the commands look every name up in `gymbus.functions.registry`).
+Nothing here imports `nats` or `bus`.
 """
 
 from gymbus.schemas import (
@@ -45,20 +46,6 @@ from gymbus.schemas import (
     VerifyResult,
 )
 
-from ._registry import (
-    AGENTS,
-    ENTRY_POINT_GROUP,
-    ENVIRONMENTS,
-    MODELS,
-    REGISTRY,
-    FunctionClash,
-    Registry,
-    Spec,
-    agents_of,
-    find,
-    names,
-    policy_adapter,
-)
 from ._spec import (
     Agent,
     AgentFunction,
@@ -78,22 +65,14 @@ from ._spec import (
     settings,
     tool,
 )
-from .agents import AGENT_KINDS
 
 __all__ = [
-    "AGENTS",
-    "AGENT_KINDS",
-    "ENTRY_POINT_GROUP",
-    "ENVIRONMENTS",
-    "MODELS",
-    "REGISTRY",
     "Agent",
     "AgentFunction",
     "AgentUnavailable",
     "BadRequest",
     "Calls",
     "Environment",
-    "FunctionClash",
     "GymError",
     "Item",
     "MemoryState",
@@ -103,21 +82,15 @@ __all__ = [
     "Models",
     "NoModels",
     "NotFound",
-    "Registry",
     "Response",
     "ResponsesCreateParams",
     "SeedRequest",
     "Session",
     "SessionState",
-    "Spec",
     "TaskMetrics",
     "Tool",
     "VerifyRequest",
     "VerifyResult",
-    "agents_of",
-    "find",
-    "names",
-    "policy_adapter",
     "settings",
     "tool",
 ]
