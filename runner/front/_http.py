@@ -24,6 +24,12 @@ and fails the row on any other error):
 A resources server's session is the bus's: `/seed_session` starts one and sets the cookie
 `gymbus_session`; tools and `/verify` with that cookie work in it (without one, in a
 session of their own: a stateless verify, as Unsloth's reward function sends).
+
+`/seed_session` and `/verify` take and answer the bodies of NeMo Gym 0.7.0's base models:
+a seed request may be empty (`BaseSeedSessionRequest` declares no field; the bus's seed
+takes a task row, so one without `responses_create_params` is sent an empty
+conversation), and a `/verify` answers its request with the verdict's fields set on it
+(`BaseVerifyResponse`: the request, `reward`, and the verifier's own fields).
 """
 
 from __future__ import annotations
@@ -39,7 +45,15 @@ from aiohttp import web
 
 from gymbus.bus.front import FrontBus, OutcomeStatus
 from gymbus.functions.registry import AGENTS
-from gymbus.schemas import AGENT_REF, GymError, ResponsesCreateParams, UnknownTool, row_fields
+from gymbus.schemas import (
+    AGENT_REF,
+    RESPONSES_CREATE_PARAMS,
+    GymError,
+    ResponsesCreateParams,
+    UnknownTool,
+    merge_row,
+    row_fields,
+)
 
 from .._metrics import Metrics
 from ._layout import FrontServer, Layout
@@ -58,6 +72,8 @@ _RUN_STATUS = {
 }
 _params = msgspec.json.Decoder(ResponsesCreateParams)
 _encode = msgspec.json.Encoder().encode
+_NO_CONVERSATION: dict[str, list[object]] = {"input": []}
+"""The `responses_create_params` of a seed request that has none: a session before any turn."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -171,16 +187,28 @@ def _session(request: web.Request) -> str:
 def _seed(front: FrontBus, environment: str) -> Handler:
     async def seed(request: web.Request) -> web.Response:
         session = uuid.uuid4().hex
-        reply = _raw(await front.seed(environment, await request.read(), session) or b"{}")
+        row = _seed_row(await request.read())
+        reply = _raw(await front.seed(environment, row, session) or b"{}")
         reply.set_cookie(SESSION_COOKIE, session, httponly=True)
         return reply
 
     return seed
 
 
+def _seed_row(body: bytes) -> bytes:
+    """The task row the bus's seed takes for NeMo Gym's seed request `body` (module docstring)."""
+    body = body.strip() or b"{}"
+    if RESPONSES_CREATE_PARAMS in row_fields(body):
+        return body
+    return merge_row(body, **{RESPONSES_CREATE_PARAMS: _NO_CONVERSATION})
+
+
 def _verify(front: FrontBus, environment: str) -> Handler:
     async def verify(request: web.Request) -> web.Response:
-        return _raw(await front.verify(environment, await request.read(), _session(request)))
+        body = await request.read()
+        row_fields(body)  # not a JSON object: 400 before it reaches the verifier
+        verdict = await front.verify(environment, body, _session(request))
+        return _raw(merge_row(body, verdict))
 
     return verify
 
