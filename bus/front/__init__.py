@@ -3,8 +3,17 @@ of NeMo Gym's routes. A `/run` is a durable task of one long-lived run, so a wor
 mid-rollout costs a redelivery; the environment and model routes are requests.
 """
 
-from ._calls import FrontBus, ServedAgent
+from ._calls import FrontBus, Served, ServedAgent
 from ._runs import Outcome, OutcomeStatus, RolloutRequests, WhyUnserved
 from ._talk import talk
 
-__all__ = ["FrontBus", "Outcome", "OutcomeStatus", "RolloutRequests", "ServedAgent", "WhyUnserved", "talk"]
+__all__ = [
+    "FrontBus",
+    "Outcome",
+    "OutcomeStatus",
+    "RolloutRequests",
+    "Served",
+    "ServedAgent",
+    "WhyUnserved",
+    "talk",
+]

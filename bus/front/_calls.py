@@ -32,7 +32,7 @@ from ..wire import subjects
 from ._runs import Outcome, RolloutRequests, WhyUnserved
 from ._talk import talk
 
-__all__ = ["FrontBus", "ServedAgent"]
+__all__ = ["FrontBus", "Served", "ServedAgent"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,16 @@ class ServedAgent:
     name: str
     environment: str
     model: str
+
+
+@dataclass(frozen=True)
+class Served:
+    """What live workers serve that the front can stand in front of."""
+
+    agents: dict[str, ServedAgent]
+    """Each agent by name."""
+    environments: frozenset[str]
+    """Every environment, with an agent or without (a verifier Unsloth's reward function calls)."""
 
 
 class FrontBus:
@@ -68,15 +78,17 @@ class FrontBus:
     async def close(self) -> None:
         await self._runs.close()
 
-    async def served_agents(self) -> dict[str, ServedAgent]:
-        """Every agent a live worker serves, by name."""
-        found = {}
+    async def served(self) -> Served:
+        """Every agent and environment a live worker serves."""
+        agents, environments = {}, set()
         for info in await self._bus.service_infos(window=self._timeouts.discovery):
             metadata = info.metadata or {}
             if metadata.get("kind") == "agent" and metadata.get("environment"):
                 model = metadata.get("model") or "policy"
-                found[info.name] = ServedAgent(info.name, metadata["environment"], model)
-        return found
+                agents[info.name] = ServedAgent(info.name, metadata["environment"], model)
+            elif metadata.get("kind") == "environment":
+                environments.add(info.name)
+        return Served(agents, frozenset(environments))
 
     async def run(self, agent: str, row: bytes) -> Outcome:
         """The rollout of `row` by `agent`, a task on its queue."""
@@ -100,7 +112,7 @@ class FrontBus:
             raise
 
     async def verify(self, environment: str, row: bytes, session: str) -> bytes:
-        """The verified row (`reward` and the verifier's fields) of `row`, which holds the
+        """The verdict (`reward` and the verifier's fields) on `row`, which holds the
         task's fields and the `response` to judge."""
         return await self._call(subjects.env_verify(environment), row, session, self._timeouts.verify)
 

@@ -12,6 +12,7 @@ of each agent, never to the agent: each agent `X` gets `X_environment_server`
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,9 +73,12 @@ class Layout:
     servers: tuple[FrontServer, ...]
 
     @classmethod
-    def plan(cls, agents: list[ServedAgent], host: str, head_port: int) -> Layout:
+    def plan(
+        cls, agents: list[ServedAgent], host: str, head_port: int, environments: Sequence[str] = ()
+    ) -> Layout:
         """The head server on `head_port`, and for each agent its environment server, the
-        agent, its environment (a resources server) and its model, each on a free port."""
+        agent, its environment (a resources server) and its model, then each of
+        `environments` not listed yet (a resources server), each on a free port."""
         servers = [FrontServer(HEAD, "head", "", bind(host, head_port))]
         seen: set[str] = {HEAD}
 
@@ -89,6 +93,8 @@ class Layout:
                 add(agent.name, "responses_api_agents", agent.name, agent)
                 add(agent.environment, "resources_servers", agent.environment)
                 add(agent.model, "responses_api_models", agent.model)
+            for environment in environments:
+                add(environment, "resources_servers", environment)
         except BaseException:
             for server in servers:
                 server.sock.close()
