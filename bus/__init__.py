@@ -2,7 +2,7 @@
 callers. The contract it carries (structs, errors, limits, headers) is `schemas`'; the
 functions it hosts are `functions`', which know nothing of NATS.
 
-Its rooms, from the bottom up (each imports only the ones before it):
+Its rooms (`ROOMS`), from the bottom up (each imports only the ones before it):
 
     cluster     the bus's storage on a cluster that may still be forming
     wire        subjects, encoding, requests, retries, claim checks
@@ -11,13 +11,14 @@ Its rooms, from the bottom up (each imports only the ones before it):
     policy      the policy under training: versions, adapters, syncers
     run         the run protocol's client side: `RunClient`, `RunBook`, `Verifier`
     hosting     services, environments, models, agents, an agent worker's task consumer
+    front       NeMo Gym's clients on the bus: what the HTTP front calls for each route
 
-This module exports what runners and users need; the rest is the rooms' own (`gymbus.bus.run`, ...).
+This module exports what is used outside it (by the runner, tests, benchmarks and users);
+the rest is the rooms' own (`gymbus.bus.run`, ...).
 """
 
 from .connection import (
     Bus,
-    Connection,
     EmbeddedServer,
     QueueDepth,
     ServiceStats,
@@ -25,16 +26,12 @@ from .connection import (
     connect_bus,
     die_with_parent,
     is_served,
-    model_servers,
     nats_url_from_env,
     open_bus,
-    served_agents,
     served_within,
     service_infos,
     service_stats,
-    task_queues,
     tune_gc,
-    unserved,
     wait_served,
     write_seed,
 )
@@ -50,7 +47,7 @@ from .hosting import (
     model_service,
     serve_functions,
 )
-from .policy import AdapterSyncer, PolicyPublisher, Published, sync_adapters
+from .policy import PolicyPublisher, Published, sync_adapters
 from .run import (
     RunBook,
     RunClient,
@@ -64,12 +61,14 @@ from .run import (
 from .security import ENV_VARS, BusAuth, Role
 from .wire import nested_deeper, request, subjects
 
+ROOMS = ("cluster", "wire", "security", "connection", "policy", "run", "hosting", "front")
+"""The bus's rooms, from the bottom up: each imports only the rooms before it."""
+
 __all__ = [
     "ENV_VARS",
-    "AdapterSyncer",
+    "ROOMS",
     "Bus",
     "BusAuth",
-    "Connection",
     "EmbeddedServer",
     "Endpoint",
     "Handler",
@@ -93,7 +92,6 @@ __all__ = [
     "die_with_parent",
     "environment_service",
     "is_served",
-    "model_servers",
     "model_service",
     "nats_url_from_env",
     "nested_deeper",
@@ -102,15 +100,12 @@ __all__ = [
     "open_bus",
     "request",
     "serve_functions",
-    "served_agents",
     "served_within",
     "service_infos",
     "service_stats",
     "subjects",
     "sync_adapters",
-    "task_queues",
     "tune_gc",
-    "unserved",
     "unserved_row",
     "wait_served",
     "write_seed",

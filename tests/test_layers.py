@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from gymbus import bus
+
 ROOT = Path(__file__).resolve().parent.parent
 
 PACKAGES = ("schemas", "functions", "bus", "runner")
@@ -141,17 +143,25 @@ def test_no_package_imports_another_packages_private_module() -> None:
     assert {path: names for path, names in offenders.items() if names} == {}
 
 
-BUS_ROOMS = ("cluster", "wire", "security", "connection", "policy", "run", "hosting", "front")
+def test_the_rooms_of_bus_are_its_packages() -> None:
+    packages = {path.parent.name for path in (ROOT / "bus").glob("*/__init__.py")}
+    assert sorted(bus.ROOMS) == sorted(packages)
+
+
+def test_the_docs_list_the_rooms_of_bus_from_the_bottom_up() -> None:
+    docstring = re.findall(r"^    ([a-z]+)  ", bus.__doc__ or "", re.MULTILINE)
+    layout = re.findall(r"^\| `bus/([a-z]+)/` \|", (ROOT / "docs" / "layout.md").read_text(), re.MULTILINE)
+    assert docstring == layout == list(bus.ROOMS)
 
 
 def test_the_rooms_of_bus_import_only_the_rooms_below_them() -> None:
     offenders = {}
-    for floor, room in enumerate(BUS_ROOMS):
+    for floor, room in enumerate(bus.ROOMS):
         for path in sorted((ROOT / "bus" / room).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.ImportFrom) and node.level == 2 and node.module:
                     other = node.module.split(".")[0]
-                    if other not in BUS_ROOMS[:floor]:
+                    if other not in bus.ROOMS[:floor]:
                         offenders.setdefault(str(path.relative_to(ROOT)), []).append(other)
     assert offenders == {}
 
