@@ -164,8 +164,12 @@ async def serve_functions(options: ServeOptions, url: str | None, stop: asyncio.
     taking work, let what is running finish (up to `timeouts.drain`), and leave.
     Unfinished tasks are not acked, so the queue gives them to another worker."""
     nemo_gym = [name.removeprefix(PREFIX) for name in options.functions if is_nemo_gym(name)]
-    # Unknown names fail before connecting.
+    # Unknown names fail before connecting, and so do an environment's bad settings
+    # (GYMBUS_<ENV>), which would otherwise fail every verify.
     specs = [find(name) for name in options.functions if not is_nemo_gym(name)]
+    for spec in specs:
+        if isinstance(spec, Environment):
+            spec.check_settings()
     role = worker_role_name(specs, options.served_model, nemo_gym)
     async with open_bus(
         url, name=f"gym-worker:{','.join(options.functions)}", timeouts=options.timeouts, role=role

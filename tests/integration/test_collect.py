@@ -199,6 +199,17 @@ def test_a_settings_typo_is_refused_before_the_first_rollout(tmp_path: Path) -> 
     assert "started embedded nats-server" not in done.stderr and sorted(tmp_path.iterdir()) == []
 
 
+def test_a_worker_with_a_settings_typo_refuses_to_start() -> None:
+    done = run_cli(
+        "serve", "mcqa", env={"GYMBUS_MCQA": '{"grading_mod": "x"}', "NATS_URL": "nats://127.0.0.1:9"}
+    )
+    assert done.returncode == 1, done.stderr
+    assert (
+        "error: invalid settings in $GYMBUS_MCQA: Object contains unknown field `grading_mod`" in done.stderr
+    )
+    assert "cannot reach NATS" not in done.stderr  # refused before connecting
+
+
 async def test_an_agent_nobody_serves_on_a_shared_bus_is_refused_with_how_to_serve_it(
     nats_url: str, tmp_path: Path
 ) -> None:
