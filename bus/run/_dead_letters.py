@@ -39,7 +39,7 @@ _advisory = msgspec.json.Decoder(_Advisory)
 class ExhaustedTasks:
     """Calls `given_up(seq, deliveries)` for each task of `run` that JetStream gave up on."""
 
-    def __init__(self, nc: Client, run_id: str, given_up: Callable[[int, int], None]) -> None:
+    def __init__(self, nc: Client, run_id: str, given_up: Callable[[int, int], object]) -> None:
         self.nc = nc
         self.js = nc.jetstream()
         self.run_id = run_id

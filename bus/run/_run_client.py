@@ -136,7 +136,7 @@ class RunClient:
         await client._start_results(replay=resume)
         return client
 
-    async def watch_given_up(self, given_up: Callable[[int, int], None]) -> None:
+    async def watch_given_up(self, given_up: Callable[[int, int], object]) -> None:
         """Call `given_up(seq, deliveries)` for each task of the run JetStream stopped
         delivering (its workers died on it every time), which will have no result."""
         self.given_up = ExhaustedTasks(self.nc, self.run_id, given_up)

@@ -140,13 +140,13 @@ async def _worker_groups(
     options = ServeOptions(functions=(), model=model or ModelOptions(), limits=DEFAULT_LIMITS)
     functions = {name: await _served_as(name) for name in entry.serve}
     functions[policy_adapter(model)] = [POLICY]
-    counts = entry.workers if isinstance(entry.workers, dict) else None
-    if counts is None:
-        together = {name: services for name, services in functions.items()}
-        plan = [(tuple(together), sum(together.values(), []), int(entry.workers))]
-    else:
+    plan: list[tuple[tuple[str, ...], list[str], int]]
+    if isinstance(entry.workers, dict):
+        counts = entry.workers
         plan = [((name,), services, counts.get(POLICY if services == [POLICY] else name, 1))
                 for name, services in functions.items()]  # fmt: skip
+    else:
+        plan = [(tuple(functions), sum(functions.values(), []), entry.workers)]
     # Credentials for workers on a shared bus: the front's own (`NATS_*`).
     auth = bus.worker_auth() if bus.embedded is not None else BusAuth.from_env()
     groups = []
