@@ -4,8 +4,8 @@
 
 Everything (nats-server, workers, runner, a stub model endpoint) is started on loopback by
 the benchmark itself. P1 and P2 print the median of `--runs` runs (3 by default) and their
-range, since one run on a small, shared machine is noisy; P13 alternates its two sides
-`--runs` times. `--quick` uses fewer rollouts, one run each and a 100k-row P4 for a fast look.
+range, since one run on a small, shared machine is noisy; P13 and P14 alternate their two
+sides `--runs` times. `--quick` uses fewer rollouts, one run each and a 100k-row P4 for a fast look.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from typing import TypeVar
 
-from bench import async_training, nemo_gym, nemo_gym_agents, nemo_gym_front, perf
+from bench import async_training, nemo_gym, nemo_gym_agents, nemo_gym_front, nemo_rl_front, perf
 from gymbus.schemas import GymError
 
-Run = TypeVar("Run", perf.Collection, nemo_gym_front.FrontCollection)
+Run = TypeVar("Run", perf.Collection, nemo_gym_front.FrontCollection, nemo_rl_front.StartedRun)
 
 TARGETS = {
     "P1": "target >= 1,000 rollouts/s and <= 3 CPU-s per 1,000",
@@ -34,6 +34,7 @@ TARGETS = {
     "P11": "target: asynchronous waits <= 10% of a step, where synchronous waits >= 50%",
     "P12": "no target: what hosting adds to a NeMo Gym agent's own rollout",
     "P13": "target: GymBus >= 3x the rate at <= 1/3 of the CPU",
+    "P14": "target: GymBus >= 5x the rate at <= 1/5 of the CPU, and a start no slower than NeMo Gym's own",
 }
 
 
@@ -45,7 +46,7 @@ def main() -> None:
     parser.add_argument(
         "--only",
         nargs="*",
-        default=["P0", "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13"],
+        default=[f"P{n}" for n in range(15)],
     )
     parser.add_argument("--rows", type=int, default=None, help="P4's large input (default 1,000,000)")
     parser.add_argument("--runs", type=int, default=None, help="runs of P1 and each P2 (default 3)")
@@ -151,6 +152,8 @@ def main() -> None:
         hosted_agent_cost()
     if "P13" in args.only:
         front_rollouts(500 if args.quick else 2000, runs, work)
+    if "P14" in args.only:
+        started_rollouts(512 if args.quick else 2048, runs, work)
 
 
 def training(quick: bool) -> None:
@@ -238,6 +241,39 @@ def front_rollouts(rollouts: int, rounds: int, work: Path) -> None:
     )
 
 
+def started_rollouts(rollouts: int, rounds: int, work: Path) -> None:
+    """P14: NeMo RL's call (`RunHelper().start` on `config_paths`, `run_examples`, `shutdown`)
+    on GymBus's front and on NeMo Gym's own servers, alternated `rounds` times; the median
+    run of each side, and the median start."""
+    try:
+        runs = nemo_rl_front.p14_started_rollouts(rollouts, rounds, work / "p14")
+    except (RuntimeError, OSError, GymError) as exc:  # no Python 3.13, a side that cannot start, a failed run
+        print(f"P14 did not finish: {exc} (NeMo Gym's environments: scripts/install-nemo-gym.sh)", flush=True)
+        return
+    by_side = {side: [run for run in runs if run.side == side] for side in nemo_rl_front.SIDES}
+    ours, theirs = median(by_side["gymbus"]), median(by_side["nemo_gym"])
+    starts = {side: sorted(run.start_seconds for run in by_side[side]) for side in by_side}
+    start = {side: times[(len(times) - 1) // 2] for side, times in starts.items()}
+    ours_cpu, theirs_cpu = ours.per_thousand(ours.side_cpu), theirs.per_thousand(theirs.side_cpu)
+    print(
+        f"P14 NeMo RL's call (RunHelper().start on config_paths, run_examples of {rollouts:,} weather rows at "
+        f"once, shutdown), 0 ms model, {rounds} alternated: GymBus's front {ours.rate:,.0f} rows/s"
+        f"{spread(by_side['gymbus'])}, {ours_cpu:.2f} CPU-s per 1,000 ({ours.per_thousand(ours.gymbus_cpu):.2f} "
+        f"of it GymBus's front, worker and nats-server, the rest NeMo Gym's head and relay), start "
+        f"{start['gymbus']:.1f} s ({_range(starts['gymbus'])}); NeMo Gym's own servers {theirs.rate:,.0f} rows/s"
+        f"{spread(by_side['nemo_gym'])}, {theirs_cpu:.2f} CPU-s per 1,000, start {start['nemo_gym']:.1f} s "
+        f"({_range(starts['nemo_gym'])}): GymBus {ours.rate / theirs.rate:.1f}x the rate at "
+        f"{ours_cpu / theirs_cpu:.0%} of the CPU, its start {start['gymbus'] / start['nemo_gym']:.2f}x NeMo Gym's; "
+        f"the client itself {ours.per_thousand(ours.client_cpu):.2f} and {theirs.per_thousand(theirs.client_cpu):.2f} "
+        f"CPU-s per 1,000 [{TARGETS['P14']}]",
+        flush=True,
+    )
+
+
+def _range(seconds: list[float]) -> str:
+    return f"{seconds[0]:.1f}-{seconds[-1]:.1f} s" if len(seconds) > 1 else "one run"
+
+
 def scaling(tasks: int, work: Path) -> None:
     """P7: the rate with 1, 2 and 4 worker processes, and 2 on two cluster servers; then
     what limits it here and what N machines would give (from the CPU each part spent)."""
@@ -271,7 +307,9 @@ def median(runs: list[Run]) -> Run:
     return sorted(runs, key=lambda run: run.rate)[(len(runs) - 1) // 2]
 
 
-def spread(runs: list[perf.Collection] | list[nemo_gym_front.FrontCollection]) -> str:
+def spread(
+    runs: list[perf.Collection] | list[nemo_gym_front.FrontCollection] | list[nemo_rl_front.StartedRun],
+) -> str:
     if len(runs) == 1:
         return ""
     rates = sorted(run.rate for run in runs)

@@ -38,7 +38,14 @@ from bench.openai_stub import OpenAIStub, StubServer, free_port
 from gymbus.functions.nemo_gym import requirements_of, virtual_env
 from gymbus.functions.nemo_gym._venv import VirtualEnv, pinned
 
-__all__ = ["SIDES", "FrontCollection", "p13_front_rollouts"]
+__all__ = [
+    "SIDES",
+    "FrontCollection",
+    "link_environments",
+    "own_weather_stack",
+    "p13_front_rollouts",
+    "wait_answers",
+]
 
 SIDES = ("gymbus", "nemo_gym")
 START_TIMEOUT = 300.0
@@ -178,6 +185,35 @@ def _collect(
     return FrontCollection(side, lines, last_line - first_call, side_cpu, usage.ru_utime + usage.ru_stime)
 
 
+def own_weather_stack(tree: Path) -> tuple[list[Path], list[Path]]:
+    """NeMo Gym's own servers for weather rollouts in its package `tree` (the weather
+    resources server, `simple_agent`, the `legacy_agent` environment server, `openai_model`),
+    and the configs that list them."""
+    servers = [
+        tree / "resources_servers" / WEATHER,
+        tree / "responses_api_agents" / "simple_agent",
+        tree / "environment_servers" / "legacy_agent",
+        tree / "responses_api_models" / "openai_model",
+    ]
+    configs = [
+        tree / "resources_servers" / WEATHER / "configs" / f"{WEATHER}.yaml",
+        tree / "responses_api_models" / "openai_model" / "configs" / "openai_model.yaml",
+    ]
+    return servers, configs
+
+
+def link_environments(servers: list[Path], root: Path) -> Path:
+    """A tree `root/<kind>/<name>/.venv` of links to the environments GymBus built for each
+    NeMo Gym server directory of `servers` (so NeMo Gym builds none: no network needed)."""
+    for directory in servers:
+        env = virtual_env(requirements_of(directory), directory.name, directory)
+        link = root / directory.parent.name / directory.name / ".venv"
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.exists():
+            link.symlink_to(env.path)
+    return root
+
+
 class _OwnStack:
     """`ng_run` of NeMo Gym's weather config with `openai_model` as the policy, on the stub."""
 
@@ -188,37 +224,16 @@ class _OwnStack:
         self.head = free_port()
         self.log = work / "ng_run.log"
         self.process: subprocess.Popen[bytes] | None = None
-        servers = [
-            self.tree / "resources_servers" / WEATHER,
-            self.tree / "responses_api_agents" / "simple_agent",
-            self.tree / "environment_servers" / "legacy_agent",
-            self.tree / "responses_api_models" / "openai_model",
-        ]
-        configs = [
-            self.tree / "resources_servers" / WEATHER / "configs" / f"{WEATHER}.yaml",
-            self.tree / "responses_api_models" / "openai_model" / "configs" / "openai_model.yaml",
-        ]
+        servers, configs = own_weather_stack(self.tree)
         self.settings = [
             f"+config_paths=[{','.join(map(str, configs))}]",
-            f"+uv_venv_dir={self._link_environments(servers)}",
+            f"+uv_venv_dir={link_environments(servers, work / 'venvs')}",
             "+skip_venv_if_present=true",
             f"+head_server={{host:127.0.0.1,port:{self.head}}}",
             f"+policy_base_url={stub_url}",
             "+policy_api_key=stub",
             "+policy_model_name=stub",
         ]
-
-    def _link_environments(self, servers: list[Path]) -> Path:
-        """A tree `<kind>/<name>/.venv` of links to the environments GymBus built for each
-        server (so `ng_run` builds none: no network needed)."""
-        root = self.work / "venvs"
-        for directory in servers:
-            env = virtual_env(requirements_of(directory), directory.name, directory)
-            link = root / directory.parent.name / directory.name / ".venv"
-            link.parent.mkdir(parents=True, exist_ok=True)
-            if not link.exists():
-                link.symlink_to(env.path)
-        return root
 
     def __enter__(self) -> _OwnStack:
         for attempt in range(1, STARTS + 1):
