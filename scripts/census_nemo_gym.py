@@ -39,6 +39,8 @@ __all__ = ["OwnStack", "materialize", "model_names", "needs_vllm", "ray_binary"]
 _KINDS = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
 POLICY = "policy_model"
 _RAISED = re.compile(r"^[\w.]+(Error|Exception|Exit)\b.*:")
+_INSTALL_FAILED = re.compile(r"^\([\w.-]+\) error: ")
+"""NeMo Gym's own installer (uv, its lines prefixed with the server's name) failing."""
 START_TIMEOUT = 300.0
 """Seconds `ng_run` gets to start every server of the config."""
 OWN_INSTALL_TIMEOUT = 900.0
@@ -91,7 +93,8 @@ def _openai_model(endpoint: Any, name: str) -> dict[str, Any]:
 
 def _server_failure(log: str) -> str:
     """`ng_run`'s log up to the first exception a server raised, with the lines that detail
-    it (a `ValidationError` names its fields below): what follows is that failure's
+    it (a `ValidationError` names its fields below), or up to NeMo Gym's own installer's
+    failure, with the causes it gives: what follows is that failure's
     consequence (`ng_run`'s own `RuntimeError: Process ... finished unexpectedly!`, which
     names the server but not why, and the other servers' `KeyboardInterrupt` as it stops
     them). NeMo Gym's warning about the open-files limit quotes an `OSError`: not one. A config
@@ -103,9 +106,21 @@ def _server_failure(log: str) -> str:
         return f"NeMo Gym's config validation refused it: {said[:600]}"
     lines = [line for line in log.splitlines() if "Found ulimit of" not in line]
     for number, line in enumerate(lines):
+        if _INSTALL_FAILED.match(line):
+            return "\n".join(lines[: _installer_said(lines, number)])
         if _RAISED.match(line) and "finished unexpectedly!" not in line:
             return "\n".join(lines[: number + 6])
     return "\n".join(lines)
+
+
+def _installer_said(lines: list[str], failed: int) -> int:
+    """Where what NeMo Gym's installer printed about its failure at line `failed` ends (each
+    of its lines carries the server's name in parentheses; the causes follow the error)."""
+    prefix = lines[failed].split(")", 1)[0] + ")"
+    end = failed + 1
+    while end < len(lines) and lines[end].startswith(prefix):
+        end += 1
+    return end
 
 
 def _free_port() -> int:
@@ -147,7 +162,9 @@ class OwnStack:
             f"+ray_head_node_address={ray}",
         ]
         # uv on the path, as where NeMo Gym is installed: bigcodebench builds its sandbox with it.
-        self.environment = {**os.environ, **RAY_ENVIRONMENT, "PATH": tool_path()}
+        # So is the Python NeMo Gym runs on: its installer asks uv for that very version.
+        path = os.pathsep.join([str(base.python.resolve().parent), tool_path()])
+        self.environment = {**os.environ, **RAY_ENVIRONMENT, "PATH": path}
         self.process: subprocess.Popen[bytes] | None = None
 
     def _without(self, config_file: Path, models: tuple[str, ...]) -> Path:

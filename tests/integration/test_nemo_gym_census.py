@@ -165,6 +165,31 @@ def test_a_failed_ng_run_is_read_from_the_servers_own_exception_not_ng_runs_wrap
     assert classify(log)[1] == "RuntimeError: Process `google_search` finished unexpectedly!"
 
 
+def test_nemo_gym_s_own_installer_refusing_is_read_from_its_own_lines() -> None:
+    census_module()
+    from census_nemo_gym import _server_failure
+    from census_verdict import cause, same_cause
+    from nemo_gym_census import classify
+
+    server = "(gsm8k_aviary_resources_server)"
+    fatal = (
+        "fatal: unable to access 'https://github.com/org/hypotest.git/': Could not resolve host: github.com"
+    )
+    log = "\n".join([
+        "Found ulimit of 1024 and failed: this can cause `OSError: [Errno 24] Too many open files`.",
+        f"{server} Using CPython 3.13.0 interpreter at: /usr/bin/python3.13",
+        f"{server} error: Failed to download and build `hypotest @ git+https://github.com/org/hypotest.git`",
+        f"{server}   cause: Git operation failed",
+        f"{server}          {fatal}",
+        "Traceback (most recent call last):",
+        "RuntimeError: Process `gsm8k_aviary_resources_server` finished unexpectedly!",
+    ])  # fmt: skip
+    outcome, why = classify(f"ng_run exited with code 1: {_server_failure(log)}")
+    assert (outcome, why) == ("downloads at start", f"{server} {fatal}")
+    # GymBus's install refused the same download: the same cause on both sides.
+    assert same_cause(cause(why, why), fatal)
+
+
 def test_the_tables_reasons_name_no_machines_folders() -> None:
     census = census_module()
     why = (
