@@ -64,6 +64,8 @@ class _Slot:
     failed_starts: int = 0
     restart_at: float | None = None
     """When the exited process is replaced; `None` while it runs."""
+    replacement: bool = False
+    """Whether its process replaced one that exited."""
 
 
 class WorkerProcesses:
@@ -144,7 +146,7 @@ class WorkerProcesses:
             if slot.restart_at is None and slot.process.poll() is not None:
                 self._exited(slot, now)
             elif slot.restart_at is not None and now >= slot.restart_at:
-                slot.process, slot.started, slot.restart_at = self._spawn(), now, None
+                slot.process, slot.started, slot.restart_at, slot.replacement = self._spawn(), now, None, True
                 self.restarts += 1
                 log.warning("replaced a worker process serving %s with process %d (%d replaced so far)",
                             self.name, slot.process.pid, self.restarts)  # fmt: skip
@@ -182,6 +184,18 @@ class WorkerProcesses:
                 return log_file.read().decode(errors="replace")[-2000:]
         except OSError:
             return ""
+
+    def replacing(self, now: float | None = None) -> bool:
+        """Whether a process that exited is being replaced: its replacement waits for its
+        backoff, or started less than `Timeouts.worker_start` ago (it may still be importing)."""
+        if self.stopping or self.failed:
+            return False
+        now = time.monotonic() if now is None else now
+        return any(
+            slot.restart_at is not None
+            or (slot.replacement and now - slot.started < self.timeouts.worker_start)
+            for slot in self.slots
+        )
 
     @property
     def alive(self) -> int:

@@ -4,16 +4,16 @@ mid-rollout costs a redelivery; the environment and model routes are requests.
 """
 
 from ._calls import FrontBus, Served, ServedAgent
-from ._runs import Outcome, OutcomeStatus, RolloutRequests, WhyUnserved
+from ._runs import LocalWorkers, Outcome, OutcomeStatus, RolloutRequests
 from ._talk import talk
 
 __all__ = [
+    "LocalWorkers",
     "FrontBus",
     "Outcome",
     "OutcomeStatus",
     "RolloutRequests",
     "Served",
     "ServedAgent",
-    "WhyUnserved",
     "talk",
 ]

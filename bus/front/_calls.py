@@ -29,7 +29,7 @@ from gymbus.schemas import (
 
 from ..connection import Bus
 from ..wire import subjects
-from ._runs import Outcome, RolloutRequests, WhyUnserved
+from ._runs import LocalWorkers, Outcome, RolloutRequests
 from ._talk import talk
 
 __all__ = ["FrontBus", "Served", "ServedAgent"]
@@ -69,10 +69,10 @@ class FrontBus:
         *,
         limits: Limits = DEFAULT_LIMITS,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
-        why_unserved: WhyUnserved = lambda _: None,
+        workers: LocalWorkers | None = None,
     ) -> FrontBus:
-        """`why_unserved` says why an agent's workers were given up on (see `RolloutRequests`)."""
-        runs = await RolloutRequests.open(bus, limits=limits, timeouts=timeouts, why_unserved=why_unserved)
+        """`workers`: the worker processes the front's own process started (see `RolloutRequests`)."""
+        runs = await RolloutRequests.open(bus, limits=limits, timeouts=timeouts, workers=workers)
         return cls(bus, runs, timeouts)
 
     async def close(self) -> None:

@@ -21,8 +21,9 @@ How a request ends (`Outcome.status`, from the row's failure class):
 
 Nobody waits long for an agent nobody serves: a request for one is answered at once, and
 the requests already waiting for one are answered once it has gone unserved for
-`Timeouts.unserved_grace` (a worker being replaced comes back sooner), or at once where the
-workers that served it were given up on (`why_unserved`).
+`Timeouts.unserved_grace`, or at once where the workers that served it were given up on.
+Where the front's own process is replacing a worker of the agent (`LocalWorkers`), one
+is coming: requests are taken and wait for it (up to `Timeouts.worker_start`).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ import enum
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import msgspec
 
@@ -65,9 +66,25 @@ WATCH_EVERY = 1.0
 
 _summary = msgspec.json.Decoder(RolloutSummary)
 
-WhyUnserved = Callable[[str], "str | None"]
-"""Why nobody serves an agent and none is coming (its workers were given up on), or
-`None` when a worker may still come (one is being replaced, or serves from elsewhere)."""
+
+class LocalWorkers(Protocol):
+    """What the front's own process knows of the worker processes it started."""
+
+    def given_up(self, agent: str) -> str | None:
+        """Why its workers serving `agent` were given up on (none is coming), if they were."""
+
+    def replacing(self, agent: str) -> bool:
+        """Whether one of its workers serving `agent` is being replaced (one is coming)."""
+
+
+class NoLocalWorkers:
+    """A front that started no workers: every agent is served from elsewhere, or not."""
+
+    def given_up(self, agent: str) -> str | None:
+        return None
+
+    def replacing(self, agent: str) -> bool:
+        return False
 
 
 class OutcomeStatus(enum.Enum):
@@ -110,11 +127,11 @@ class RolloutRequests:
     """One run whose tasks are requested one by one (`run`); see the module docstring.
     Make it with `open`, end it with `close`."""
 
-    def __init__(self, bus: Bus, client: RunClient, timeouts: Timeouts, why_unserved: WhyUnserved) -> None:
+    def __init__(self, bus: Bus, client: RunClient, timeouts: Timeouts, workers: LocalWorkers) -> None:
         self._bus = bus
         self._client = client
         self._timeouts = timeouts
-        self._why_unserved = why_unserved
+        self._workers = workers
         self.book = RunBook(timeouts.result_grace)
         self._next_seq = 0
         self._served_until: dict[str, float] = {}
@@ -130,12 +147,12 @@ class RolloutRequests:
         *,
         limits: Limits = DEFAULT_LIMITS,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
-        why_unserved: WhyUnserved = lambda _: None,
+        workers: LocalWorkers | None = None,
     ) -> RolloutRequests:
         """A fresh run (`run_id`, by default a new one) ready to take requests."""
         run_id = run_id or "front" + uuid.uuid4().hex[:16]
         client = await RunClient.open(bus, run_id, limits=limits, timeouts=timeouts)
-        requests = cls(bus, client, timeouts, why_unserved)
+        requests = cls(bus, client, timeouts, workers or NoLocalWorkers())
         await client.watch_given_up(requests.book.given_up)
         requests._tasks = [
             asyncio.create_task(requests._read_results(), name="the front's results"),
@@ -145,7 +162,7 @@ class RolloutRequests:
 
     async def run(self, agent: str, row: bytes) -> Outcome:
         """The rollout of `row` by `agent`, run as a task on its queue; see `OutcomeStatus`."""
-        if not await self._served(agent):
+        if not await self._served(agent) and not self._workers.replacing(agent):
             return outcome_of(unserved_row(row, agent, self._hint(agent)))
         seq, self._next_seq = self._next_seq, self._next_seq + 1
         entry = self.book.submitted(seq, time.time() + self._timeouts.rollout, row, agent)
@@ -160,7 +177,7 @@ class RolloutRequests:
             self.book.forget(seq)
 
     def _hint(self, agent: str) -> str:
-        return self._why_unserved(agent) or serve_hint(agent)
+        return self._workers.given_up(agent) or serve_hint(agent)
 
     async def _served(self, agent: str) -> bool:
         """Whether some worker serves `agent`: a sign of life within `SERVED_FOR`, else the
@@ -201,11 +218,11 @@ class RolloutRequests:
                 await self._end_if_unserved(agent)
 
     async def _end_if_unserved(self, agent: str) -> None:
-        if await self._served(agent):
+        if await self._served(agent) or self._workers.replacing(agent):
             self._unserved_since.pop(agent, None)
             return
         since = self._unserved_since.setdefault(agent, time.monotonic())
-        why = self._why_unserved(agent)
+        why = self._workers.given_up(agent)
         if why is None and time.monotonic() - since < self._timeouts.unserved_grace:
             return
         ended = self.book.unserved(agent, why)

@@ -111,6 +111,10 @@ class RunClient:
         self.arrived: list[Msg] = []
         self.wake = asyncio.Event()
         self.stopping = False
+        self.purged_to = 0
+        """The stream sequence up to which the run's acked results are purged."""
+        self._acked = asyncio.Event()
+        self._purging: asyncio.Task[None] | None = None
         self._runs: KeyValue | None = None
 
     @classmethod
@@ -195,10 +199,9 @@ class RunClient:
     # Results
 
     async def _start_results(self, *, replay: bool) -> None:
-        # A resumed run reads on through its consumer: the results stream keeps only what
-        # some consumer has yet to ack, so deleting it would drop the results that came
-        # while nobody read them. What an earlier process held unacked comes again after
-        # `Timeouts.result_ack_wait`.
+        # A resumed run reads on through its consumer, which knows what the run acked:
+        # those results may be purged already, and the others are what it still needs.
+        # What an earlier process held unacked comes again after `Timeouts.result_ack_wait`.
         if not replay:
             try:
                 await self.js.delete_consumer(subjects.RESULTS_STREAM, results_consumer(self.run_id))
@@ -208,6 +211,7 @@ class RunClient:
         self.puller = self.pulled = await pull_results(
             self.nc, self.run_id, self._arrive, self.limits, self.timeouts
         )
+        self._purging = asyncio.create_task(self._purge_forever(), name=f"purging run {self.run_id}")
 
     def _arrive(self, msg: Msg) -> None:
         self.arrived.append(msg)
@@ -259,11 +263,35 @@ class RunClient:
         return RunResult(seq, attempt, body, msg)
 
     async def ack(self, results: list[RunResult]) -> None:
-        """Acknowledge `results`: the caller has them safe, they are not delivered again
-        (and their claimed bodies, if any, are freed)."""
+        """Acknowledge `results`: the caller has them safe, they are not delivered again,
+        their claimed bodies (if any) are freed, and they leave the bus (`_purge_acked`)."""
         await self._ack([result.message for result in results])
         for result in results:
             await release_claim(self.nc, result.message.headers)
+        self._acked.set()
+
+    async def _purge_forever(self) -> None:
+        """Purge after acks, one purge at a time: under load one purge covers many batches,
+        and an ack never waits for one."""
+        while True:
+            await self._acked.wait()
+            self._acked.clear()
+            await self._purge_acked()
+
+    async def _purge_acked(self) -> None:
+        """Delete the run's results up to its consumer's ack floor (every one before it is
+        acked), so a long run keeps on the bus only what it has not read yet."""
+        try:
+            await self.nc.flush(timeout=int(self.timeouts.connect))  # the acks are in: the floor counts them
+            info = await self.js.consumer_info(subjects.RESULTS_STREAM, results_consumer(self.run_id))
+            floor = info.ack_floor.stream_seq if info.ack_floor and info.ack_floor.stream_seq else 0
+            if floor > self.purged_to:
+                await self.js.purge_stream(
+                    subjects.RESULTS_STREAM, seq=floor + 1, subject=subjects.results(self.run_id)
+                )
+                self.purged_to = floor
+        except (nats.errors.Error, TimeoutError) as exc:
+            log.debug("could not purge the acked results of run %s: %s", self.run_id, type(exc).__name__)
 
     async def _ack(self, messages: list[Msg]) -> None:
         for msg in messages:
@@ -324,6 +352,11 @@ class RunClient:
         """Stop reading results; `forget` also withdraws its tasks still queued and deletes
         the run's consumer, results and progress."""
         await self.stop_results()
+        if self._purging is not None:
+            self._purging.cancel()
+            await asyncio.gather(self._purging, return_exceptions=True)
+            if not forget:
+                await self._purge_acked()  # what the run wrote is not read again
         if forget:
             withdrawn = await self.withdraw()
             if withdrawn:

@@ -2,11 +2,12 @@
 
     GYM_TASKS    work queue on `gym.tasks.<agent>`: one message per rollout, published with
                  a deterministic `Nats-Msg-Id`, removed when an agent worker acks it.
-    GYM_RESULTS  `gym.results.<run>`: rewarded rollout rows. Interest retention: a result
-                 is kept until the run's own consumer acks it (the runner has written it,
-                 the front has answered it), then it leaves the bus, so a long run's store
-                 stays the size of what is in flight. A result no run reads (its run
-                 closed, or its consumer idle for `RESULTS_MAX_AGE`) is not kept at all.
+    GYM_RESULTS  `gym.results.<run>`: rewarded rollout rows. A run's results leave the
+                 bus once its reader has acked them (the runner has written them, the
+                 front has answered them: `RunClient.ack` purges up to the consumer's ack
+                 floor), so a long run's store stays the size of what is in flight. A
+                 result nobody reads (a task published by hand, `gym.results.unrouted`;
+                 a run whose reader is gone) is kept for `RESULTS_MAX_AGE`.
 
 Both sides make sure the streams exist (`ensure_streams`): whichever starts first.
 """
@@ -55,8 +56,7 @@ async def ensure_streams(js: JetStreamContext) -> None:
         StreamConfig(
             name=subjects.RESULTS_STREAM,
             subjects=[subjects.results_all()],
-            # A stream made by an earlier version (limits) is brought to interest in place.
-            retention=RetentionPolicy.INTEREST,
+            retention=RetentionPolicy.LIMITS,
             storage=StorageType.FILE,
             duplicate_window=DEFAULT_TIMEOUTS.duplicate_window,
             max_age=RESULTS_MAX_AGE,

@@ -26,7 +26,6 @@ host and port, and serves the config from its own head server. The one that says
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import tempfile
@@ -39,7 +38,7 @@ import yaml
 from aiohttp import web
 
 from gymbus.bus import Bus, BusAuth, ServeOptions, open_bus
-from gymbus.bus.front import FrontBus, WhyUnserved
+from gymbus.bus.front import FrontBus, LocalWorkers
 from gymbus.functions import ModelOptions
 from gymbus.functions.nemo_gym import PREFIX, is_nemo_gym, outline
 from gymbus.functions.registry import policy_adapter
@@ -126,8 +125,7 @@ async def run_started_front(stop: asyncio.Event) -> None:
         supervised = Supervised([group for group, _ in groups])
         try:
             await _wait_started(bus, groups, timeouts)
-            why = functools.partial(_why_unserved, groups)
-            await _serve(bus, config, own, stop, timeouts, why)
+            await _serve(bus, config, own, stop, timeouts, _FrontWorkers(groups))
         finally:
             await supervised.stop(timeouts.drain)
 
@@ -172,12 +170,19 @@ async def _wait_started(
             log.error("%s cannot be served: %s", ", ".join(services), exc)
 
 
-def _why_unserved(groups: list[tuple[WorkerProcesses, list[str]]], agent: str) -> str | None:
-    """Why the workers this front started for `agent` were given up on, if they were."""
-    for group, services in groups:
-        if agent in services and group.failed:
-            return group.failed
-    return None
+class _FrontWorkers:
+    """The front's own worker groups, as the front's `/run`s ask about them (`LocalWorkers`)."""
+
+    def __init__(self, groups: list[tuple[WorkerProcesses, list[str]]]) -> None:
+        self.groups = groups
+
+    def given_up(self, agent: str) -> str | None:
+        return next(
+            (group.failed for group, services in self.groups if agent in services and group.failed), None
+        )
+
+    def replacing(self, agent: str) -> bool:
+        return any(agent in services and group.replacing() for group, services in self.groups)
 
 
 async def _served_as(function: str) -> list[str]:
@@ -190,10 +195,10 @@ async def _served_as(function: str) -> list[str]:
 
 
 async def _serve(
-    bus: Bus, config: dict[str, Any], own: str, stop: asyncio.Event, timeouts: Timeouts, why: WhyUnserved
+    bus: Bus, config: dict[str, Any], own: str, stop: asyncio.Event, timeouts: Timeouts, workers: LocalWorkers
 ) -> None:
     layout = Layout.from_nemo_gym(config, own)
-    front = await FrontBus.open(bus, timeouts=timeouts, why_unserved=why)
+    front = await FrontBus.open(bus, timeouts=timeouts, workers=workers)
     runners: list[web.AppRunner] = []
     try:
         # Its own port last: NeMo Gym counts the front ready once that one answers.

@@ -15,6 +15,20 @@ from gymbus.bus import Endpoint, ServiceHost, ServiceSpec
 from gymbus.bus.front import OutcomeStatus, RolloutRequests
 from gymbus.schemas import DEFAULT_TIMEOUTS
 
+
+class GivenUp:
+    """The front's own workers, as the test says: given up on for the agents in `why`."""
+
+    def __init__(self, why: dict[str, str]) -> None:
+        self.why = why
+
+    def given_up(self, agent: str) -> str | None:
+        return self.why.get(agent)
+
+    def replacing(self, agent: str) -> bool:
+        return False
+
+
 ROW = json.dumps({"responses_create_params": {"input": "hi"}}).encode()
 
 
@@ -58,9 +72,9 @@ async def test_a_waiting_run_is_answered_503_once_its_agent_stays_unserved(own_s
 async def test_a_waiting_run_is_answered_at_once_where_its_workers_were_given_up_on(own_server: str) -> None:
     agent = "pretend_agent"
     pretending = await pretend_agent(own_server, agent)
-    why = {}
+    why: dict[str, str] = {}
     async with bus.open_bus(own_server, name="test front") as connection:
-        requests = await RolloutRequests.open(connection, why_unserved=why.get)
+        requests = await RolloutRequests.open(connection, workers=GivenUp(why))
         try:
             waiting = asyncio.create_task(requests.run(agent, ROW))
             await asyncio.sleep(1.0)
@@ -97,3 +111,35 @@ async def test_a_run_past_its_deadline_is_lost_and_worded_as_collect_words_it(ow
     row = json.loads(outcome.body)
     assert outcome.status is OutcomeStatus.LOST and row["_ng_failure_class"] == "deadline_exceeded"
     assert row["_ng_failure_message"] == bus.run.EXPIRED
+
+
+class Replacing(GivenUp):
+    """The front's own worker for every agent is being replaced, until `done`."""
+
+    def __init__(self, why: dict[str, str]) -> None:
+        super().__init__(why)
+        self.done = False
+
+    def replacing(self, agent: str) -> bool:
+        return not self.done
+
+
+async def test_a_run_for_an_agent_whose_worker_is_being_replaced_is_taken_and_waits(own_server: str) -> None:
+    """No live worker, but the front's own process is replacing one: the request is queued
+    (the replacement will take it), not answered 503; once the replacement is given up on,
+    it is answered with the reason."""
+    why: dict[str, str] = {}
+    workers = Replacing(why)
+    async with bus.open_bus(own_server, name="test front") as connection:
+        requests = await RolloutRequests.open(connection, workers=workers)
+        try:
+            waiting = asyncio.create_task(requests.run("replaced_agent", ROW))
+            await asyncio.sleep(2.5)
+            assert not waiting.done() and requests.in_flight == 1
+            why["replaced_agent"] = "the worker processes serving replaced_agent exited 5 times in a row"
+            workers.done = True
+            outcome = await asyncio.wait_for(waiting, 10)
+        finally:
+            await requests.close()
+    assert outcome.status is OutcomeStatus.UNAVAILABLE
+    assert "exited 5 times in a row" in json.loads(outcome.body)["_ng_failure_message"]
