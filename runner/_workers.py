@@ -55,6 +55,10 @@ def worker_command(options: ServeOptions) -> list[str]:
     return command
 
 
+def _die_with_us() -> None:
+    die_with_parent(signal.SIGKILL)
+
+
 @dataclass
 class _Slot:
     """One place in a group: its process, when it started, and its failed starts in a row."""
@@ -131,7 +135,10 @@ class WorkerProcesses:
                 # Out of our process group: a terminal's Ctrl-C is for the runner,
                 # which stops the workers once the rollouts in flight are written.
                 start_new_session=True,
-                preexec_fn=die_with_parent,  # noqa: PLW1509 - no threads yet; workers die with us
+                # Workers die with us, at once: with their supervisor gone nobody stops or
+                # replaces them, the tasks they hold come back by redelivery, and on the
+                # embedded bus the bus died with us (a SIGTERM would wait for it in vain).
+                preexec_fn=_die_with_us,  # noqa: PLW1509 - no threads yet
             )
         log.debug("started worker process %d serving %s", process.pid, self.name)
         return process

@@ -77,12 +77,12 @@ def write_seed(path: Path) -> str:
     return public
 
 
-def die_with_parent() -> None:
-    """In a child process (as `preexec_fn`): get SIGTERM when the parent dies (Linux).
+def die_with_parent(signum: int = signal.SIGTERM) -> None:
+    """In a child process (as `preexec_fn`): get `signum` when the parent dies (Linux).
     Pair it with `start_new_session=True`: a child in its parent's process group gets the
     terminal's Ctrl-C too, and would stop before the parent has finished with it."""
     if sys.platform == "linux":
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signum)
 
 
 def _remove_leftovers() -> None:

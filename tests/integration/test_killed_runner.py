@@ -50,5 +50,5 @@ def test_the_directory_a_killed_collect_left_is_removed_by_the_next_server(tmp_p
 
     with bus.EmbeddedServer():  # the next run's server
         assert not work.exists()
-    for child in children:  # the workers die with their parent too (after their stop's bound)
-        child.wait(timeout=60)
+    for child in children:  # the workers die with their parent too, at once
+        child.wait(timeout=5)
