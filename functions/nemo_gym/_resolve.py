@@ -44,10 +44,13 @@ from gymbus.schemas import BadRequest
 
 __all__ = [
     "AGENT_KIND",
+    "KINDS",
     "MISSING",
+    "MODEL_KIND",
     "NO_MODEL",
     "RESERVED",
     "instances",
+    "merge",
     "resolve",
     "unset_values",
 ]
@@ -136,8 +139,10 @@ def unset_values(document: Any, prefix: str = "") -> list[str]:
         items = [(f"{prefix}[{index}]", value) for index, value in enumerate(document)]
     else:
         return []
-    return [path for path, value in items if value == MISSING] + [
-        path for path, value in items if value != MISSING for path in unset_values(value, path)
+    return [
+        found
+        for path, value in items
+        for found in ([path] if value == MISSING else unset_values(value, path))
     ]
 
 

@@ -119,6 +119,31 @@ def test_a_configs_own_config_paths_are_merged_under_it_as_nemo_gym_merges_them(
     assert read_config(loop).instance == "judged_server"  # a file already read is not read again
 
 
+def test_a_copy_of_the_policy_is_the_policy_and_a_block_that_is_no_server_reaches_the_server(
+    tmp_path: Path,
+) -> None:
+    """conversational_tool_use_simulation's `simulator_model: {_copy: policy_model}` reaches
+    the policy's endpoint under NeMo Gym; the SWE servers' `sandbox_provider: sandbox` names
+    the top-level block `sandbox`."""
+    config = read_config(server(tmp_path, config=(
+        "judged_server:\n  resources_servers:\n    judged:\n      entrypoint: app.py\n      domain: math\n"
+        "      sandbox_provider: sandbox\n      user_model: {type: responses_api_models, name: simulator_model}\n"
+        "simulator_model: {_copy: policy_model}\nsandbox: {docker: {image: python}}\n"
+    )))  # fmt: skip
+    assert (config.policy_aliases, config.models) == (("simulator_model",), ("policy_model",))
+    started_with = global_config(config, config.block, {"policy_model": 4001})
+    assert started_with["simulator_model"] == started_with["policy_model"]
+    assert started_with["sandbox"] == {"docker": {"image": "python"}}
+
+
+def test_a_value_left_unset_is_refused_when_the_server_starts(tmp_path: Path) -> None:
+    config = read_config(server(tmp_path, config=CONFIG.replace("name: strict_judge", "name: '???'")))
+    with pytest.raises(
+        BadRequest, match=r"unset \(\?\?\?\): judged_server\..*second_opinion\.name.*GYMBUS_JUDGED"
+    ):
+        global_config(config, config.block, {"policy_model": 4001})
+
+
 def test_a_config_without_a_resources_server_is_refused_naming_the_file(tmp_path: Path) -> None:
     with pytest.raises(BadRequest, match=r"judged\.yaml must declare one resources server"):
         read_config(server(tmp_path, config="just_an_agent: {responses_api_agents: {simple_agent: {}}}\n"))
