@@ -159,11 +159,7 @@ class WorkerProcesses:
                             self.name, slot.process.pid, self.restarts)  # fmt: skip
 
     def _exited(self, slot: _Slot, now: float) -> None:
-        code = slot.process.returncode
-        line = self._last_line()
-        self.last_exit = f"worker process {slot.process.pid} exited with code {code}" + (
-            f" ({line})" if line else ""
-        )
+        self.last_exit = f"worker process {slot.process.pid} {self._how_it_ended(slot.process.returncode)}"
         ran = now - slot.started
         slot.failed_starts = slot.failed_starts + 1 if ran < self.timeouts.worker_steady else 0
         if slot.failed_starts >= self.limits.worker_failed_starts:
@@ -177,6 +173,12 @@ class WorkerProcesses:
                       self.timeouts.worker_restart_most)  # fmt: skip
         slot.restart_at = now + backoff
         log.warning("%s after %.1f s; replacing it in %.1f s", self.last_exit, ran, backoff)
+
+    def _how_it_ended(self, code: int) -> str:
+        if code < 0:  # a signal: its log says nothing of why
+            return f"was killed by {signal.Signals(-code).name}"
+        line = self._last_line()  # a crash: its traceback's last line, most likely
+        return f"exited with code {code}" + (f" ({line})" if line else "")
 
     def _last_line(self) -> str:
         lines = [line for line in self._tail().splitlines() if line.strip()]
