@@ -107,12 +107,14 @@ async def _soak(fleet: Fleet, url: str, minutes: float, rate: float) -> list[Min
         started = time.monotonic()
         sent = 0
         next_minute = started + 60
-        while (now := time.monotonic()) < started + minutes * 60:
+        end = started + minutes * 60
+        while (now := time.monotonic()) < end or now >= next_minute:
             if now >= next_minute:
                 figures.append(await _sample(fleet, nc, len(figures) + 1, answered))
                 print(figures[-1].line(), flush=True)
                 answered = {}
                 next_minute += 60
+                continue
             due = started + sent / rate
             if now < due:
                 await asyncio.sleep(min(due - now, next_minute - now))
