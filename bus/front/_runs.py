@@ -44,6 +44,7 @@ from gymbus.schemas import (
     DEFAULT_TIMEOUTS,
     BusUnavailable,
     ClaimStoreFull,
+    GymError,
     Limits,
     PayloadTooLarge,
     RolloutSummary,
@@ -215,7 +216,10 @@ class RolloutRequests:
             for agent in set(self._unserved_since) - waited_for:
                 del self._unserved_since[agent]  # a later wait starts its own grace
             for agent in waited_for:
-                await self._end_if_unserved(agent)
+                try:
+                    await self._end_if_unserved(agent)
+                except GymError as exc:  # the bus is away: asked again next time
+                    log.debug("could not tell whether %s is served: %s", agent, exc)
 
     async def _end_if_unserved(self, agent: str) -> None:
         if await self._served(agent) or self._workers.replacing(agent):
