@@ -9,50 +9,60 @@ import typer
 
 from .._console import err, fail, plural, say
 from ._prepare import PrepareOptions, PrepareReport, prepare
-from ._sources import HF_PREFIX, parse_source
+from ._sources import HF_PREFIX, Source, parse_source
 
 __all__ = ["prepare_command"]
 
 
+Datasets = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="JSONL datasets (NeMo Gym rows), each `PATH` or `PATH=AGENT` (the agent for its rows "
+        "without `agent_ref`).",
+        show_default=False,
+    ),
+]
+OutputDir = Annotated[
+    Path,
+    typer.Option(
+        "--output-dir", "-o", help="Directory to write train.jsonl, validation.jsonl and their metrics."
+    ),
+]
+HuggingFaceDatasets = Annotated[
+    list[str],
+    typer.Option(
+        "--hf",
+        help="A Hugging Face dataset, `REPO[:SPLIT][=AGENT]` (split `train` by default), read with the "
+        "`datasets` library (pip install 'gymbus[train]'); repeatable.",
+    ),
+]
+AgentForRows = Annotated[
+    str | None, typer.Option("--agent", "-a", help="Agent for rows without `agent_ref` (all sources).")
+]
+Balance = Annotated[
+    bool, typer.Option(help="Take as many rows from each source as the smallest one has (a random sample).")
+]
+Shuffle = Annotated[bool, typer.Option(help="Shuffle the blended rows (with --seed).")]
+Seed = Annotated[int, typer.Option(help="Seed of the shuffle, the balancing sample and the split.")]
+ValidationFraction = Annotated[
+    float | None,
+    typer.Option(help="Hold out this fraction of the rows as validation.jsonl.", min=0.0, max=1.0),
+]
+ValidationCount = Annotated[
+    int | None, typer.Option(help="Hold out this many rows as validation.jsonl.", min=0)
+]
+
+
 def prepare_command(
-    inputs: Annotated[
-        list[str] | None,
-        typer.Argument(
-            help="JSONL datasets (NeMo Gym rows), each `PATH` or `PATH=AGENT` (the agent for its rows "
-            "without `agent_ref`).",
-            show_default=False,
-        ),
-    ] = None,
-    output_dir: Annotated[
-        Path,
-        typer.Option(
-            "--output-dir", "-o", help="Directory to write train.jsonl, validation.jsonl and their metrics."
-        ),
-    ] = Path("prepared"),
-    hf: Annotated[
-        list[str],
-        typer.Option(
-            "--hf",
-            help="A Hugging Face dataset, `REPO[:SPLIT][=AGENT]` (split `train` by default), read with the "
-            "`datasets` library (pip install 'gymbus[train]'); repeatable.",
-        ),
-    ] = [],  # noqa: B006
-    agent: Annotated[
-        str | None, typer.Option("--agent", "-a", help="Agent for rows without `agent_ref` (all sources).")
-    ] = None,
-    balance: Annotated[
-        bool,
-        typer.Option(help="Take as many rows from each source as the smallest one has (a random sample)."),
-    ] = False,
-    shuffle: Annotated[bool, typer.Option(help="Shuffle the blended rows (with --seed).")] = True,
-    seed: Annotated[int, typer.Option(help="Seed of the shuffle, the balancing sample and the split.")] = 0,
-    validation_fraction: Annotated[
-        float | None,
-        typer.Option(help="Hold out this fraction of the rows as validation.jsonl.", min=0.0, max=1.0),
-    ] = None,
-    validation_count: Annotated[
-        int | None, typer.Option(help="Hold out this many rows as validation.jsonl.", min=0)
-    ] = None,
+    inputs: Datasets = None,
+    output_dir: OutputDir = Path("prepared"),
+    hf: HuggingFaceDatasets = [],  # noqa: B006
+    agent: AgentForRows = None,
+    balance: Balance = False,
+    shuffle: Shuffle = True,
+    seed: Seed = 0,
+    validation_fraction: ValidationFraction = None,
+    validation_count: ValidationCount = None,
 ) -> None:
     """Validate datasets and prepare them for `collect` or training, as NeMo Gym's `ng_prepare_data`
     (`gym dataset collate`) does: every row is checked as `collect` checks it, and every bad one is
@@ -81,21 +91,33 @@ def prepare_command(
     """
     if validation_fraction is not None and validation_count is not None:
         fail("give --validation-fraction or --validation-count, not both")
+    options = PrepareOptions(
+        sources=_sources(inputs, hf, agent), output_dir=output_dir, seed=seed, shuffle=shuffle,
+        balance=balance, validation_fraction=validation_fraction, validation_count=validation_count,
+    )  # fmt: skip
+    report = _prepare_or_fail(options)
+    _report_prepare(report)
+    if report.bad:
+        raise typer.Exit(1)
+
+
+def _sources(inputs: list[str] | None, hf: list[str], agent: str | None) -> tuple[Source, ...]:
+    """The datasets named by path and by `--hf`, in that order; exits when there is none, or
+    on one that does not parse."""
     specs = [*(inputs or []), *(f"{HF_PREFIX}{one}" for one in hf)]
     if not specs:
         fail("name at least one dataset: a JSONL path or --hf REPO[:SPLIT]")
     try:
-        sources = tuple(parse_source(spec, agent) for spec in specs)
-        options = PrepareOptions(
-            sources=sources, output_dir=output_dir, seed=seed, shuffle=shuffle, balance=balance,
-            validation_fraction=validation_fraction, validation_count=validation_count,
-        )  # fmt: skip
-        report = prepare(options)
+        return tuple(parse_source(spec, agent) for spec in specs)
     except (ValueError, OSError) as exc:
         fail(str(exc))
-    _report_prepare(report)
-    if report.bad:
-        raise typer.Exit(1)
+
+
+def _prepare_or_fail(options: PrepareOptions) -> PrepareReport:
+    try:
+        return prepare(options)
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
 
 
 def _report_prepare(report: PrepareReport) -> None:
