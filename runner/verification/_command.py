@@ -6,7 +6,7 @@ import asyncio
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -27,39 +27,45 @@ from ._verify import VerifyOptions, VerifyPaths, VerifyReport, verify_rollouts
 __all__ = ["exit_code", "verify_command"]
 
 
+RolloutsInput = Annotated[
+    Path,
+    typer.Option(
+        "--input",
+        "-i",
+        help="Stored rollouts JSONL (GymBus's or NeMo Gym's output); `-` reads it from a pipe.",
+    ),
+]
+RescoredOutput = Annotated[
+    Path, typer.Option("--output", "-o", help="Rescored rollouts JSONL to write; sidecar files go beside it.")
+]
+AgentForRows = Annotated[
+    str | None,
+    typer.Option(
+        "--agent",
+        "-a",
+        help="Agent for rows without `agent_ref`: a name, or a Python file or module defining your "
+        "own (FILE[:NAME]; the environment it drives verifies).",
+    ),
+]
+TaskInputs = Annotated[
+    Path | None,
+    typer.Option(
+        help="The inputs the rollouts came from (NeMo Gym's `<stem>_materialized_inputs.jsonl`, or the "
+        "task file): each rollout is joined with its input row (by `_ng_task_index` and `_ng_rollout_index`, "
+        "else by prompt), whose task fields win, before it is verified."
+    ),
+]
+VerifyConcurrency = Annotated[
+    int, typer.Option(help="Most rows in flight at once (and held for writing in order).", min=1)
+]
+
+
 def verify_command(
-    input: Annotated[
-        Path,
-        typer.Option(
-            "--input",
-            "-i",
-            help="Stored rollouts JSONL (GymBus's or NeMo Gym's output); `-` reads it from a pipe.",
-        ),
-    ],
-    output: Annotated[
-        Path,
-        typer.Option("--output", "-o", help="Rescored rollouts JSONL to write; sidecar files go beside it."),
-    ],
-    agent: Annotated[
-        str | None,
-        typer.Option(
-            "--agent",
-            "-a",
-            help="Agent for rows without `agent_ref`: a name, or a Python file or module defining your "
-            "own (FILE[:NAME]; the environment it drives verifies).",
-        ),
-    ] = None,
-    inputs: Annotated[
-        Path | None,
-        typer.Option(
-            help="The inputs the rollouts came from (NeMo Gym's `<stem>_materialized_inputs.jsonl`, or the "
-            "task file): each rollout is joined with its input row (by `_ng_task_index` and `_ng_rollout_index`, "
-            "else by prompt), whose task fields win, before it is verified."
-        ),
-    ] = None,
-    concurrency: Annotated[
-        int, typer.Option(help="Most rows in flight at once (and held for writing in order).", min=1)
-    ] = DEFAULT_LIMITS.verify_concurrency,
+    input: RolloutsInput,
+    output: RescoredOutput,
+    agent: AgentForRows = None,
+    inputs: TaskInputs = None,
+    concurrency: VerifyConcurrency = DEFAULT_LIMITS.verify_concurrency,
     model_url: ModelUrl = None,
     model: ModelName = None,
     model_api_key: ModelKey = None,
@@ -90,6 +96,18 @@ def verify_command(
     input is empty); **130** / **143** interrupted by Ctrl-C / SIGTERM.
     """
     own = OwnFunctions()
+    options = VerifyOptions(
+        input=input, output=output, agent=_chosen_agent(agent, own), own=own, inputs=inputs,
+        concurrency=concurrency, nats_url=nats_url_from_env(),
+        model=model_options(model_url, model, model_api_key, model_api, token_capture) if model_url else None,
+    )  # fmt: skip
+    _check_paths(options)
+    _verify_and_exit(options)
+
+
+def _chosen_agent(agent: str | None, own: OwnFunctions) -> str | None:
+    """The agent for rows without `agent_ref`, a file or module of your own loaded into `own`;
+    exits on one that cannot load, or that the embedded bus has no environment for."""
     if agent is not None and is_source(agent):
         try:
             agent = own.load(agent, Agent)
@@ -101,18 +119,22 @@ def verify_command(
             f"--agent {agent}: not an agent{nearest(agent, AGENTS) or ' with a built-in environment'}",
             ExitCode.USAGE,
         )
+    return agent
+
+
+def _check_paths(options: VerifyOptions) -> None:
+    """Exit on a missing --inputs file, or on an output that would overwrite an input."""
+    inputs, output = options.inputs, options.output
     if inputs is not None and not inputs.exists():
         fail(f"--inputs file not found: {inputs}")
     outputs = {path.resolve() for path in VerifyPaths.for_output(output).all()}
-    if {input.resolve(), *([inputs.resolve()] if inputs else [])} & outputs:
+    if {options.input.resolve(), *([inputs.resolve()] if inputs else [])} & outputs:
         fail(f"--output {output} would overwrite an input file; choose another")
-    options = VerifyOptions(
-        input=input, output=output, agent=agent, own=own, inputs=inputs, concurrency=concurrency,
-        nats_url=nats_url_from_env(),
-        model=model_options(model_url, model, model_api_key, model_api, token_capture) if model_url else None,
-    )  # fmt: skip
+
+
+def _verify_and_exit(options: VerifyOptions) -> NoReturn:
     with ExitStack() as stack:
-        source = open_input(stack, input, output.parent)
+        source = open_input(stack, options.input, options.output.parent)
         report, interrupted_by = asyncio.run(
             _verify_until_interrupted(replace(options, input=source.path, input_name=source.name))
         )
