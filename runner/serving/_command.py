@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from gymbus.bus import QueueDepth, ServeOptions, ServiceStats, nats_url_from_env, open_bus
+from gymbus.functions import ModelOptions
 from gymbus.functions.nemo_gym import is_nemo_gym
 from gymbus.functions.nemo_gym import prepare as prepare_nemo_gym
 from gymbus.functions.registry import MODELS, REGISTRY, FunctionClash, names
@@ -29,55 +30,61 @@ from ._status import gather_status, render_status, status_json
 __all__ = ["nemo_gym_install_command", "serve_command", "status_command", "sync_adapters_command"]
 
 
+ServedFunctions = Annotated[
+    list[str],
+    typer.Argument(
+        help="Functions to serve: environments, agents, models, by name; or a Python file or "
+        "module path, for every function it defines."
+    ),
+]
+Replicas = Annotated[int, typer.Option(help="Worker processes; they share each subject.", min=1)]
+ServedModel = Annotated[
+    str,
+    typer.Option(
+        help="Model name agents call, served by this command's model function (one per command). "
+        "Several, comma-separated, serve it under each (`policy,judge_model`: it judges for NeMo Gym "
+        "servers that name their judge so)."
+    ),
+]
+AckWait = Annotated[
+    float,
+    typer.Option(
+        help="Seconds without a heartbeat before a task of a dead agent worker goes to another.", min=1
+    ),
+]
+AgentConcurrency = Annotated[
+    int, typer.Option(help="Rollouts each agent worker process runs at once.", min=1)
+]
+
+
 def serve_command(
-    functions: Annotated[
-        list[str],
-        typer.Argument(
-            help="Functions to serve: environments, agents, models, by name; or a Python file or "
-            "module path, for every function it defines."
-        ),
-    ],
-    replicas: Annotated[int, typer.Option(help="Worker processes; they share each subject.", min=1)] = 1,
-    served_model: Annotated[
-        str,
-        typer.Option(
-            help="Model name agents call, served by this command's model function (one per command). "
-            "Several, comma-separated, serve it under each (`policy,judge_model`: it judges for NeMo Gym "
-            "servers that name their judge so)."
-        ),
-    ] = "policy",
+    functions: ServedFunctions,
+    replicas: Replicas = 1,
+    served_model: ServedModel = "policy",
     model_url: ModelUrl = None,
     model: ModelName = None,
     model_api_key: ModelKey = None,
     model_api: ModelApi = "responses",
     token_capture: TokenCapture = True,
-    ack_wait: Annotated[
-        float,
-        typer.Option(
-            help="Seconds without a heartbeat before a task of a dead agent worker goes to another.", min=1
-        ),
-    ] = DEFAULT_TIMEOUTS.ack_wait,
-    concurrency: Annotated[
-        int, typer.Option(help="Rollouts each agent worker process runs at once.", min=1)
-    ] = DEFAULT_LIMITS.agent_concurrency,
+    ack_wait: AckWait = DEFAULT_TIMEOUTS.ack_wait,
+    concurrency: AgentConcurrency = DEFAULT_LIMITS.agent_concurrency,
 ) -> None:
     """Serve functions until Ctrl-C or SIGTERM (in-flight work finishes first).
 
     Connects to NATS_URL; with none set, starts an embedded nats-server and prints its URL.
 
-    A function is named as the built-ins are, or as an installed package declares it (an entry
-    point in the group `gymbus.functions`). A Python file (`path/to/my_env.py`) or module
-    (`my_pkg.my_env`) serves every Environment, Agent and Model it defines at module level,
-    with the agents its environments declare: see docs/own-environment.md.
+    A function is named as the built-ins are, or as an installed package declares it (an entry point in the
+    group `gymbus.functions`). A Python file (`path/to/my_env.py`) or module (`my_pkg.my_env`) serves
+    every Environment, Agent and Model it defines at module level, with the agents its environments
+    declare: see docs/own-environment.md.
 
-    `nemo-gym:<server>` hosts a NeMo Gym resources server unchanged (`<server>` of the
-    nemo-gym package, 0.7.0 or GYMBUS_NEMO_GYM_VERSION=0.4.0, `<server>/<config>`, or the path
-    of your own server's directory): in its own virtual environment (built once; needs
-    Python 3.13), started on a loopback port, served as the environment `<server>` with the
-    agents its config declares: simple agents run by GymBus's, others (gymnasium_agent,
-    tool_simulation_agent, ...) by NeMo Gym's own agent server, unchanged. Their judges and
-    policy are models on the bus (`policy`, or the name the config gives: serve one under it
-    with --served-model policy,judge_model). Which of the package's servers work, measured by
+    `nemo-gym:<server>` hosts a NeMo Gym resources server unchanged (`<server>` of the nemo-gym package, 0.7.0
+    or GYMBUS_NEMO_GYM_VERSION=0.4.0, `<server>/<config>`, or the path of your own server's directory): in
+    its own virtual environment (built once; needs Python 3.13), started on a loopback port, served as the
+    environment `<server>` with the agents its config declares: simple agents run by GymBus's, others
+    (gymnasium_agent, tool_simulation_agent, ...) by NeMo Gym's own agent server, unchanged. Their judges
+    and policy are models on the bus (`policy`, or the name the config gives: serve one under it with
+    --served-model policy,judge_model). Which of the package's servers work, measured by
     scripts/nemo_gym_census.py: see docs/nemo-gym.md.
 
     Examples:
@@ -97,22 +104,36 @@ def serve_command(
         gym-runner serve nemo-gym:structured_outputs/structured_outputs_json offline
     """
     served = _served_functions(functions, served_model)
-    options = ServeOptions(
+    endpoint = model_options(model_url, model, model_api_key, model_api, token_capture)
+    options = _serve_options(functions, served, served_model, endpoint, concurrency, ack_wait)
+    raise typer.Exit(_serve_or_fail(options, replicas))
+
+
+def _serve_options(
+    functions: list[str], served: list[str], served_model: str, endpoint: ModelOptions, concurrency: int,
+    ack_wait: float,
+) -> ServeOptions:  # fmt: skip
+    """What each worker serves and how; exits when the model function served lacks what its
+    endpoint needs."""
+    if "openai" in served and not endpoint.model:
+        fail("the openai model adapter needs a model name: --model NAME or POLICY_MODEL")
+    if "openai" in served and endpoint.api == "vllm":
+        fail("--model-api vllm is served by the vllm model function: gym-runner serve vllm ...")
+    if "vllm" in served and not endpoint.base_url:
+        fail("the vllm model function needs its servers: --model-url URL[,URL...] or POLICY_BASE_URL")
+    return ServeOptions(
         # Paths, not the names they define: each worker process loads them itself.
         functions=tuple(absolute(function) for function in functions),
-        model=model_options(model_url, model, model_api_key, model_api, token_capture),
+        model=endpoint,
         served_model=served_model,
         limits=replace(DEFAULT_LIMITS, agent_concurrency=concurrency),
         timeouts=replace(DEFAULT_TIMEOUTS, ack_wait=ack_wait),
     )
-    if "openai" in served and not options.model.model:
-        fail("the openai model adapter needs a model name: --model NAME or POLICY_MODEL")
-    if "openai" in served and options.model.api == "vllm":
-        fail("--model-api vllm is served by the vllm model function: gym-runner serve vllm ...")
-    if "vllm" in served and not options.model.base_url:
-        fail("the vllm model function needs its servers: --model-url URL[,URL...] or POLICY_BASE_URL")
+
+
+def _serve_or_fail(options: ServeOptions, replicas: int) -> int:
     try:
-        raise typer.Exit(serve(options, replicas))
+        return serve(options, replicas)
     except GymError as exc:
         fail(str(exc))
 
