@@ -8,7 +8,15 @@ import typer
 
 from gymbus.functions import ModelOptions
 
-__all__ = ["ModelApi", "ModelKey", "ModelName", "ModelUrl", "TokenCapture", "model_options"]
+__all__ = [
+    "ModelApi",
+    "ModelKey",
+    "ModelName",
+    "ModelNameOrFunction",
+    "ModelUrl",
+    "TokenCapture",
+    "model_options",
+]
 
 ModelUrl = Annotated[
     str | None,
@@ -22,6 +30,16 @@ ModelUrl = Annotated[
 ModelName = Annotated[
     str | None, typer.Option("--model", envvar="POLICY_MODEL", help="Model name at that endpoint.")
 ]
+ModelNameOrFunction = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        envvar="POLICY_MODEL",
+        help="Model name at --model-url; without it, the model function serving the policy: "
+        "a Python file or module defining your own (FILE[:NAME]), or an installed model's name.",
+    ),
+]
+"""`--model` where the command can serve the policy itself (`collect`, `talk`)."""
 ModelKey = Annotated[
     str | None,
     typer.Option(

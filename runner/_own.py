@@ -16,9 +16,10 @@ import typer
 from gymbus.functions import Agent, Model
 from gymbus.functions.registry import AGENTS, ENVIRONMENTS, MODELS, FunctionClash
 
+from ._console import ExitCode, fail
 from ._sources import OwnFunctions, SourceError, is_source
 
-__all__ = ["OwnChoice", "given_model", "own_functions"]
+__all__ = ["OwnChoice", "chosen_functions", "given_model", "own_functions"]
 
 _MODEL_HINT = (
     "with no --model-url, --model names the model function that serves the policy (a Python file "
@@ -82,3 +83,14 @@ def given_model(
     source = ctx.get_parameter_source("model")
     on_command_line = source is not None and source.name == "COMMANDLINE"
     return model if on_command_line and not model_url and nats_url is None else None
+
+
+def chosen_functions(
+    ctx: typer.Context, agent: str | None, model: str | None, model_url: str | None, nats_url: str | None
+) -> OwnChoice:
+    """What `--agent` and `--model` chose on this command line (`own_functions`); exits
+    (bad usage) on one that cannot be loaded."""
+    try:
+        return own_functions(agent, given_model(ctx, model, model_url, nats_url))
+    except SourceError as exc:
+        fail(str(exc), ExitCode.USAGE)

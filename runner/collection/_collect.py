@@ -148,27 +148,11 @@ async def _collect(
     started = time.monotonic()
     paths = OutputPaths.for_output(options.output)
     metrics = Metrics()
-    asked = Asked.of(
-        options.input_name or str(options.input), options.num_repeats, options.limit, options.agent
-    )
-    if options.resume:
-        asked = asked.resuming(paths.plan, options.output)
-    progressed = await read_progress(paths, metrics) if options.resume else Progressed(set(), Counter())
-    plan = await Plan.scan(
-        options.input, limit=options.limit, num_repeats=options.num_repeats, default_agent=options.agent,
-        name=options.input_name,
-    )  # fmt: skip
-    _check_named(plan)
-    if options.nats_url is None:  # the embedded default can serve only the built-in agents
-        _check_agents(plan, options.agent, known=AGENTS, served=set(AGENTS))
-        _check_settings(plan)
+    asked, progressed, plan = await _planned(options, paths, metrics)
     async with open_bus(options.nats_url, name="gym-runner collect", timeouts=options.timeouts) as bus:
         if bus.embedded is None:
             await _check_live_agents(bus, plan, options.agent)
-        if not options.resume:
-            paths.start_fresh()  # only now: a run refused above leaves an earlier run's files be
-        paths.rollouts.parent.mkdir(parents=True, exist_ok=True)
-        await write_whole(paths.plan, asked.encoded())
+        await _start_output(options, paths, asked)
         workers = await _start_workers(options, plan, bus) if bus.embedded is not None else None
         stop_within = options.timeouts.drain + 5
         try:
@@ -198,20 +182,41 @@ async def _collect(
     view.stop()
     await _write_metrics(paths, metrics)
     return CollectResult(
-        paths=paths,
-        planned=plan.total,
-        written=sink.rollouts.lines,
-        failed=sink.failures.lines,
-        skipped=counts["skipped"],
-        seconds=time.monotonic() - started,
-        metrics=metrics,
-        interrupted=not finished,
-        run_id=run_id,
-        workers_log=paths.workers_log if workers else None,
-        done_before=counts["done_before"],
-        collecting=collecting,
-        failures=sink.failed,
+        paths=paths, planned=plan.total, written=sink.rollouts.lines, failed=sink.failures.lines,
+        skipped=counts["skipped"], seconds=time.monotonic() - started, metrics=metrics,
+        interrupted=not finished, run_id=run_id, workers_log=paths.workers_log if workers else None,
+        done_before=counts["done_before"], collecting=collecting, failures=sink.failed,
+    )  # fmt: skip
+
+
+async def _planned(
+    options: CollectOptions, paths: OutputPaths, metrics: Metrics
+) -> tuple[Asked, Progressed, Plan]:
+    """What the command line asks, what earlier runs wrote (`--resume`), and the input's plan;
+    raises, before anything starts, for a run that cannot go (a `--resume` of another run's
+    plan, rows that name no agent, an agent or a setting the embedded default cannot serve)."""
+    asked = Asked.of(
+        options.input_name or str(options.input), options.num_repeats, options.limit, options.agent
     )
+    if options.resume:
+        asked = asked.resuming(paths.plan, options.output)
+    progressed = await read_progress(paths, metrics) if options.resume else Progressed(set(), Counter())
+    plan = await Plan.scan(
+        options.input, limit=options.limit, num_repeats=options.num_repeats, default_agent=options.agent,
+        name=options.input_name,
+    )  # fmt: skip
+    _check_named(plan)
+    if options.nats_url is None:  # the embedded default can serve only the built-in agents
+        _check_agents(plan, options.agent, known=AGENTS, served=set(AGENTS))
+        _check_settings(plan)
+    return asked, progressed, plan
+
+
+async def _start_output(options: CollectOptions, paths: OutputPaths, asked: Asked) -> None:
+    if not options.resume:
+        paths.start_fresh()  # only now: a run refused before leaves an earlier run's files be
+    paths.rollouts.parent.mkdir(parents=True, exist_ok=True)
+    await write_whole(paths.plan, asked.encoded())
 
 
 def _check_agents(plan: Plan, default: str | None, known: Collection[str], served: set[str]) -> None:

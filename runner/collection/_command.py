@@ -16,11 +16,10 @@ from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, GymError
 from .._console import ExitCode, err, fail, say
 from .._input import UnknownAgent, open_input
 from .._interrupts import Interrupts, interrupted_exit_code
-from .._options import ModelApi, ModelKey, ModelUrl, TokenCapture, model_options
+from .._options import ModelApi, ModelKey, ModelNameOrFunction, ModelUrl, TokenCapture, model_options
 from .._output import WriteFailed
-from .._own import given_model, own_functions
+from .._own import chosen_functions
 from .._progress import ProgressView
-from .._sources import SourceError
 from ._collect import CollectOptions, CollectResult, collect
 from ._lock import OutputInUse
 from ._plan import PlanChanged
@@ -30,55 +29,48 @@ from ._summary import agent_lines, exit_code, failure_lines, plural, result_line
 __all__ = ["collect_command"]
 
 
+TasksInput = Annotated[
+    Path,
+    typer.Option(
+        "--input", "-i", help="Input JSONL: one task per line (NeMo Gym format); `-` reads it from a pipe."
+    ),
+]
+RolloutsOutput = Annotated[
+    Path, typer.Option("--output", "-o", help="Rollouts JSONL to write; sidecar files go beside it.")
+]
+AgentForRows = Annotated[
+    str | None,
+    typer.Option(
+        "--agent",
+        "-a",
+        help="Agent for rows without `agent_ref`: a name, or a Python file or module defining "
+        "your own (FILE[:NAME]).",
+    ),
+]
+Limit = Annotated[int | None, typer.Option(help="Use only the first N input rows.", min=1)]
+NumRepeats = Annotated[int, typer.Option(help="Rollouts per row (repeats are consecutive).", min=1)]
+RolloutConcurrency = Annotated[int, typer.Option(help="Most rollouts in flight at once.", min=1)]
+Resume = Annotated[bool, typer.Option(help="Keep rollouts already written; run only the missing ones.")]
+Workers = Annotated[int, typer.Option(help="Worker processes to start (embedded server only).", min=1)]
+RolloutTimeout = Annotated[
+    float,
+    typer.Option(help="Seconds a rollout may take from publishing; later it is dropped as a failure.", min=1),
+]
+
+
 def collect_command(
     ctx: typer.Context,
-    input: Annotated[
-        Path,
-        typer.Option(
-            "--input",
-            "-i",
-            help="Input JSONL: one task per line (NeMo Gym format); `-` reads it from a pipe.",
-        ),
-    ],
-    output: Annotated[
-        Path, typer.Option("--output", "-o", help="Rollouts JSONL to write; sidecar files go beside it.")
-    ],
-    agent: Annotated[
-        str | None,
-        typer.Option(
-            "--agent",
-            "-a",
-            help="Agent for rows without `agent_ref`: a name, or a Python file or module defining "
-            "your own (FILE[:NAME]).",
-        ),
-    ] = None,
-    limit: Annotated[int | None, typer.Option(help="Use only the first N input rows.", min=1)] = None,
-    num_repeats: Annotated[int, typer.Option(help="Rollouts per row (repeats are consecutive).", min=1)] = 1,
-    concurrency: Annotated[
-        int, typer.Option(help="Most rollouts in flight at once.", min=1)
-    ] = DEFAULT_LIMITS.collect_concurrency,
-    resume: Annotated[
-        bool, typer.Option(help="Keep rollouts already written; run only the missing ones.")
-    ] = False,
-    workers: Annotated[
-        int, typer.Option(help="Worker processes to start (embedded server only).", min=1)
-    ] = DEFAULT_LIMITS.embedded_workers,
-    rollout_timeout: Annotated[
-        float,
-        typer.Option(
-            help="Seconds a rollout may take from publishing; later it is dropped as a failure.", min=1
-        ),
-    ] = DEFAULT_TIMEOUTS.rollout,
+    input: TasksInput,
+    output: RolloutsOutput,
+    agent: AgentForRows = None,
+    limit: Limit = None,
+    num_repeats: NumRepeats = 1,
+    concurrency: RolloutConcurrency = DEFAULT_LIMITS.collect_concurrency,
+    resume: Resume = False,
+    workers: Workers = DEFAULT_LIMITS.embedded_workers,
+    rollout_timeout: RolloutTimeout = DEFAULT_TIMEOUTS.rollout,
     model_url: ModelUrl = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            envvar="POLICY_MODEL",
-            help="Model name at --model-url; without it, the model function serving the policy: "
-            "a Python file or module defining your own (FILE[:NAME]), or an installed model's name.",
-        ),
-    ] = None,
+    model: ModelNameOrFunction = None,
     model_api_key: ModelKey = None,
     model_api: ModelApi = "responses",
     token_capture: TokenCapture = True,
@@ -106,10 +98,7 @@ def collect_command(
     **130** / **143** interrupted by Ctrl-C / SIGTERM (`--resume` finishes the run).
     """
     nats_url = nats_url_from_env()
-    try:
-        chosen = own_functions(agent, given_model(ctx, model, model_url, nats_url))
-    except SourceError as exc:
-        fail(str(exc), ExitCode.USAGE)
+    chosen = chosen_functions(ctx, agent, model, model_url, nats_url)
     options = CollectOptions(
         input=input, output=output, agent=chosen.agent, policy=chosen.policy, own=chosen.own, limit=limit,
         num_repeats=num_repeats, concurrency=concurrency, resume=resume, workers=workers, nats_url=nats_url,
@@ -118,13 +107,15 @@ def collect_command(
     )  # fmt: skip
     if refused := refused_on_shared_bus(ctx, options.nats_url, options.model):
         fail(refused, ExitCode.USAGE)
-    with ExitStack() as stack:
-        source = open_input(stack, input, output.parent)
-        _collect_and_exit(replace(options, input=source.path, input_name=source.name))
+    _collect_and_exit(options)
 
 
 def _collect_and_exit(options: CollectOptions) -> NoReturn:
-    result, interrupted_by = asyncio.run(_collect_until_interrupted(options))
+    with ExitStack() as stack:
+        source = open_input(stack, options.input, options.output.parent)
+        result, interrupted_by = asyncio.run(
+            _collect_until_interrupted(replace(options, input=source.path, input_name=source.name))
+        )
     _report(result)
     if result.interrupted:
         raise typer.Exit(interrupted_exit_code(interrupted_by))
