@@ -8,14 +8,14 @@ from typing import Annotated
 import typer
 
 from gymbus.bus import nats_url_from_env
+from gymbus.functions import Agent
 from gymbus.functions.registry import AGENTS
 from gymbus.schemas import GymError, output_text
 
 from .._console import ExitCode, fail, say
 from .._input import UnknownAgent, nearest
-from .._options import ModelApi, ModelKey, ModelUrl, model_options
-from .._own import given_model, own_functions
-from .._sources import SourceError
+from .._options import ModelApi, ModelKey, ModelNameOrFunction, ModelUrl, model_options
+from .._own import OwnChoice, chosen_functions
 from ._front import DEFAULT_HEAD_PORT, FrontOptions, install_stop, run_front
 from ._layout import Layout
 from ._started import NEMO_GYM_ROOT, run_started_front
@@ -24,36 +24,48 @@ from ._talk import conversation_lines, talk_once
 __all__ = ["front_command", "talk_command"]
 
 
+FrontedFunctions = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="Agents and environments to front (an environment alone: its `/verify`, `/seed_session` "
+        "and tools); none: every agent and environment a live worker serves."
+    ),
+]
+Host = Annotated[str, typer.Option(help="Address to listen on, and to give NeMo Gym's clients.")]
+HeadPort = Annotated[int, typer.Option(help="The head server's port (NeMo Gym's default).", min=0)]
+FromNemoGym = Annotated[
+    bool,
+    typer.Option(
+        "--from-nemo-gym",
+        help="Started by NeMo Gym from a config's `gymbus_front` server: serve what its config "
+        "(NEMO_GYM_CONFIG_DICT) gives the front, at the ports it gave them.",
+    ),
+]
+NemoGymRoot = Annotated[
+    bool,
+    typer.Option(
+        "--nemo-gym-root",
+        help="Print the folder holding GymBus's NeMo Gym servers and config, for "
+        "NEMO_GYM_EXTRA_ROOTS, and exit.",
+    ),
+]
+TalkAgent = Annotated[
+    str,
+    typer.Argument(
+        help="The agent, as rows name it (`agent_ref.name`), or a Python file or module defining your own "
+        "(FILE[:NAME])."
+    ),
+]
+Prompt = Annotated[str, typer.Argument(help="What the user says.")]
+SystemMessage = Annotated[str | None, typer.Option(help="A system message before it.")]
+
+
 def front_command(
-    agents: Annotated[
-        list[str] | None,
-        typer.Argument(
-            help="Agents and environments to front (an environment alone: its `/verify`, `/seed_session` "
-            "and tools); none: every agent and environment a live worker serves."
-        ),
-    ] = None,
-    host: Annotated[
-        str, typer.Option(help="Address to listen on, and to give NeMo Gym's clients.")
-    ] = "127.0.0.1",
-    port: Annotated[
-        int, typer.Option(help="The head server's port (NeMo Gym's default).", min=0)
-    ] = DEFAULT_HEAD_PORT,
-    from_nemo_gym: Annotated[
-        bool,
-        typer.Option(
-            "--from-nemo-gym",
-            help="Started by NeMo Gym from a config's `gymbus_front` server: serve what its config "
-            "(NEMO_GYM_CONFIG_DICT) gives the front, at the ports it gave them.",
-        ),
-    ] = False,
-    nemo_gym_root: Annotated[
-        bool,
-        typer.Option(
-            "--nemo-gym-root",
-            help="Print the folder holding GymBus's NeMo Gym servers and config, for "
-            "NEMO_GYM_EXTRA_ROOTS, and exit.",
-        ),
-    ] = False,
+    agents: FrontedFunctions = None,
+    host: Host = "127.0.0.1",
+    port: HeadPort = DEFAULT_HEAD_PORT,
+    from_nemo_gym: FromNemoGym = False,
+    nemo_gym_root: NemoGymRoot = False,
 ) -> None:
     """Serve NeMo Gym's HTTP API in front of the agents and environments on the bus at
     NATS_URL, until Ctrl-C.
@@ -89,49 +101,36 @@ def front_command(
         typer.echo(str(NEMO_GYM_ROOT))
         raise typer.Exit()
     options = FrontOptions(agents=tuple(agents or ()), host=host, head_port=port)
-
-    def ready(layout: Layout) -> None:
-        say(f"head server: http://{layout.host}:{layout.head.port}", "bold")
-        for server in layout.servers[1:]:
-            say(f"  {server.name} ({server.kind}): http://{layout.host}:{server.port}")
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        install_stop(stop)
-        if from_nemo_gym:
-            await run_started_front(stop)
-        else:
-            await run_front(options, stop, ready)
-
     try:
-        asyncio.run(main())
+        asyncio.run(_front_until_stopped(options, from_nemo_gym))
     except UnknownAgent as exc:
         fail(str(exc), ExitCode.USAGE)
     except (GymError, OSError, ValueError, KeyError) as exc:
         fail(str(exc))
 
 
+async def _front_until_stopped(options: FrontOptions, from_nemo_gym: bool) -> None:
+    stop = asyncio.Event()
+    install_stop(stop)
+    if from_nemo_gym:
+        await run_started_front(stop)
+    else:
+        await run_front(options, stop, _say_ready)
+
+
+def _say_ready(layout: Layout) -> None:
+    say(f"head server: http://{layout.host}:{layout.head.port}", "bold")
+    for server in layout.servers[1:]:
+        say(f"  {server.name} ({server.kind}): http://{layout.host}:{server.port}")
+
+
 def talk_command(
     ctx: typer.Context,
-    agent: Annotated[
-        str,
-        typer.Argument(
-            help="The agent, as rows name it (`agent_ref.name`), or a Python file or module defining your own "
-            "(FILE[:NAME])."
-        ),
-    ],
-    prompt: Annotated[str, typer.Argument(help="What the user says.")],
-    system: Annotated[str | None, typer.Option(help="A system message before it.")] = None,
+    agent: TalkAgent,
+    prompt: Prompt,
+    system: SystemMessage = None,
     model_url: ModelUrl = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            envvar="POLICY_MODEL",
-            help="Model name at --model-url; without it, the model function serving the policy: a Python "
-            "file or module defining your own (FILE[:NAME]), or an installed model's name.",
-        ),
-    ] = None,
+    model: ModelNameOrFunction = None,
     model_api_key: ModelKey = None,
     model_api: ModelApi = "responses",
 ) -> None:
@@ -150,25 +149,9 @@ def talk_command(
         gym-runner talk examples/shopping_list/shopping_list/environment.py "add milk, please"
     """
     url = nats_url_from_env()
-    given = [flag for name, flag in (("model_url", "--model-url"), ("model", "--model"))
-             if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]  # fmt: skip
-    if url is not None and given:
-        fail(
-            f"{', '.join(given)}: the policy talk serves itself, on the embedded default; on the bus at "
-            "NATS_URL the agent calls the model served there: serve yours there, or unset NATS_URL",
-            ExitCode.USAGE,
-        )
-    try:
-        chosen = own_functions(agent, given_model(ctx, model, model_url, url))
-    except SourceError as exc:
-        fail(str(exc), ExitCode.USAGE)
-    found = AGENTS.get(chosen.agent or agent)
-    if found is None:
-        fail(
-            f"{agent}: not an agent GymBus or an installed package defines{nearest(agent, AGENTS)}; give "
-            "an agent of your own by its file: gym-runner talk path/to/my_agent.py[:NAME] PROMPT",
-            ExitCode.USAGE,
-        )
+    _refuse_model_flags_on_shared_bus(ctx, url)
+    chosen = chosen_functions(ctx, agent, model, model_url, url)
+    found = _agent_found(agent, chosen)
     options = model_options(model_url, model, model_api_key, model_api) if model_url and not url else None
     try:
         response = asyncio.run(talk_once(found, prompt, system, url, chosen, options))
@@ -177,3 +160,26 @@ def talk_command(
     for who, what in conversation_lines(response):
         say(f"{who}: {what}")
     typer.echo(output_text(response))
+
+
+def _refuse_model_flags_on_shared_bus(ctx: typer.Context, url: str | None) -> None:
+    given = [flag for name, flag in (("model_url", "--model-url"), ("model", "--model"))
+             if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]  # fmt: skip
+    if url is not None and given:
+        fail(
+            f"{', '.join(given)}: the policy talk serves itself, on the embedded default; on the bus at "
+            "NATS_URL the agent calls the model served there: serve yours there, or unset NATS_URL",
+            ExitCode.USAGE,
+        )
+
+
+def _agent_found(agent: str, chosen: OwnChoice) -> Agent:
+    """The agent to talk to, built-in or of your own; exits (bad usage) on a name none defines."""
+    found = AGENTS.get(chosen.agent or agent)
+    if found is None:
+        fail(
+            f"{agent}: not an agent GymBus or an installed package defines{nearest(agent, AGENTS)}; give "
+            "an agent of your own by its file: gym-runner talk path/to/my_agent.py[:NAME] PROMPT",
+            ExitCode.USAGE,
+        )
+    return found
