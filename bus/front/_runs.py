@@ -113,15 +113,19 @@ class Outcome:
     body: bytes
 
 
-def outcome_of(body: bytes) -> Outcome:
-    """A row as an `Outcome`: `ROLLOUT`, or what its failure class says."""
+def outcome_of(body: bytes, agent: str = "") -> Outcome:
+    """A row as an `Outcome`: `ROLLOUT`, or what its failure class says (logged: the front
+    writes no failures file, so its log says which rollouts failed and why)."""
     try:
-        failure_class = _summary.decode(body).failure_class
+        summary = _summary.decode(body)
     except msgspec.DecodeError:
         return Outcome(OutcomeStatus.FAILED, body)
-    if isinstance(failure_class, msgspec.UnsetType):
+    if isinstance(summary.failure_class, msgspec.UnsetType):
         return Outcome(OutcomeStatus.ROLLOUT, body)
-    return Outcome(_STATUS_OF_CLASS.get(str(failure_class), OutcomeStatus.FAILED), body)
+    status = _STATUS_OF_CLASS.get(str(summary.failure_class), OutcomeStatus.FAILED)
+    log.info("a rollout of %s ended %s: %s: %s", agent or "an agent", status.value,
+             summary.failure_class, summary.failure_message)  # fmt: skip
+    return Outcome(status, body)
 
 
 class RolloutRequests:
@@ -164,7 +168,7 @@ class RolloutRequests:
     async def run(self, agent: str, row: bytes) -> Outcome:
         """The rollout of `row` by `agent`, run as a task on its queue; see `OutcomeStatus`."""
         if not await self._served(agent) and not self._workers.replacing(agent):
-            return outcome_of(unserved_row(row, agent, self._hint(agent)))
+            return outcome_of(unserved_row(row, agent, self._hint(agent)), agent)
         seq, self._next_seq = self._next_seq, self._next_seq + 1
         entry = self.book.submitted(seq, time.time() + self._timeouts.rollout, row, agent)
         ended = self.book.ended(seq)
@@ -173,7 +177,7 @@ class RolloutRequests:
         except (BusUnavailable, ClaimStoreFull, PayloadTooLarge) as exc:
             self.book.not_sent(seq, exc)
         try:
-            return outcome_of(await ended)
+            return outcome_of(await ended, agent)
         finally:
             self.book.forget(seq)
 
