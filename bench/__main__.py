@@ -259,7 +259,7 @@ def started_rollouts(rollouts: int, rounds: int, work: Path) -> None:
         f"P14 NeMo RL's call (RunHelper().start on config_paths, run_examples of {rollouts:,} weather rows at "
         f"once, shutdown), 0 ms model, {rounds} alternated: GymBus's front {ours.rate:,.0f} rows/s"
         f"{spread(by_side['gymbus'])}, {ours_cpu:.2f} CPU-s per 1,000 ({ours.per_thousand(ours.gymbus_cpu):.2f} "
-        f"of it GymBus's front, worker and nats-server, the rest NeMo Gym's head and relay), start "
+        f"of it GymBus's front, worker and nats-server, the rest NeMo Gym's relay to the agent's /run), start "
         f"{start['gymbus']:.1f} s ({_range(starts['gymbus'])}); NeMo Gym's own servers {theirs.rate:,.0f} rows/s"
         f"{spread(by_side['nemo_gym'])}, {theirs_cpu:.2f} CPU-s per 1,000, start {start['nemo_gym']:.1f} s "
         f"({_range(starts['nemo_gym'])}): GymBus {ours.rate / theirs.rate:.1f}x the rate at "
