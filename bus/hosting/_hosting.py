@@ -260,21 +260,7 @@ async def _start(
                 served = environment_service(spec, state, nc, options.timeouts, off_loop)
                 await host.add(served)
             elif isinstance(spec, Model):
-                model_options = options.model
-                if spec.follows_policies:
-                    # Each call of a policy under training names its current version.
-                    versions = await PolicyVersions.start(js, options.timeouts)
-                    models.append(versions)
-                    model_options = replace(model_options, policy_versions=versions.version)
-                # Off the loop, as an environment's start-up: building an adapter imports
-                # its SDK (openai's took 3.6 s on a busy two-core machine), which would
-                # miss the server's pings and lose the connection before serving a call.
-                generate = await asyncio.to_thread(spec.make, model_options)
-                models.append(generate)
-                for name in served_names(options.served_model):
-                    served = model_service(spec.name, name, generate, spec.description, options.model.servers)
-                    await host.add(served)
-                    await check_permitted(nc, [endpoint.subject for endpoint in served.endpoints], role)
+                models.extend(await _start_model(nc, js, host, spec, options, role))
                 continue
             else:
                 handler = rollout_task_handler(nc, spec, options.timeouts)
@@ -288,3 +274,27 @@ async def _start(
         await check_permitted(nc, None, role)  # a refused JetStream request only times out
         raise BusUnavailable(f"could not start serving {spec.name}: {type(exc).__name__}: {exc}") from None
     return consumers, models
+
+
+async def _start_model(
+    nc: Client, js: JetStreamContext, host: ServiceHost, spec: Model, options: ServeOptions, role: str
+) -> list[object]:
+    """Serve the model `spec` under each served name; returns what to close at the end (the
+    model function, its policy follower)."""
+    models: list[object] = []
+    model_options = options.model
+    if spec.follows_policies:
+        # Each call of a policy under training names its current version.
+        versions = await PolicyVersions.start(js, options.timeouts)
+        models.append(versions)
+        model_options = replace(model_options, policy_versions=versions.version)
+    # Off the loop, as an environment's start-up: building an adapter imports
+    # its SDK (openai's took 3.6 s on a busy two-core machine), which would
+    # miss the server's pings and lose the connection before serving a call.
+    generate = await asyncio.to_thread(spec.make, model_options)
+    models.append(generate)
+    for name in served_names(options.served_model):
+        served = model_service(spec.name, name, generate, spec.description, options.model.servers)
+        await host.add(served)
+        await check_permitted(nc, [endpoint.subject for endpoint in served.endpoints], role)
+    return models

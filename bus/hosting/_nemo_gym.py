@@ -58,26 +58,8 @@ def hosted_environment_service(
 ) -> ServiceSpec:
     """The server's seed, verify and tool subjects, shared and this replica's own."""
 
-    def session(headers: Mapping[str, str]) -> Session:
-        return Session(
-            id=headers.get(SESSION, ""), state=state, models=NoModels(), deadline=deadline_of(headers)
-        )
-
     def served(call: Call, forward_to: Callable[[str], str] | None, timeout: float) -> Handler:
-        async def handle(data: bytes, headers: Mapping[str, str]) -> bytes:
-            here = session(headers)
-            try:
-                return await call(data, here)
-            except SessionElsewhere as moved:
-                if forward_to is None:  # already forwarded once: the record moved meanwhile
-                    raise SessionLost(
-                        f"session {here.id!r} of {env.name} is no longer on this replica"
-                    ) from None
-                return await _forward(
-                    nc, forward_to(moved.replica), data, headers, timeout, env.name, here.id
-                )
-
-        return handle
+        return _handler(nc, env, state, call, forward_to, timeout)
 
     def tool(name: str) -> list[Endpoint]:
         async def call(data: bytes, here: Session) -> bytes:
@@ -107,6 +89,31 @@ def hosted_environment_service(
     ]
     metadata = {**env.metadata, "agents": ",".join(agent.name for agent in env.agents)}
     return ServiceSpec(env.name, "environment", tuple(endpoints), env.description, metadata)
+
+
+def _handler(
+    nc: Client,
+    env: HostedEnvironment,
+    state: SessionState,
+    call: Call,
+    forward_to: Callable[[str], str] | None,
+    timeout: float,
+) -> Handler:
+    """`call` on this replica's sessions; a session another replica holds is forwarded to
+    the subject `forward_to` names for that replica (`None`: already forwarded once)."""
+
+    async def handle(data: bytes, headers: Mapping[str, str]) -> bytes:
+        here = Session(
+            id=headers.get(SESSION, ""), state=state, models=NoModels(), deadline=deadline_of(headers)
+        )
+        try:
+            return await call(data, here)
+        except SessionElsewhere as moved:
+            if forward_to is None:  # already forwarded once: the record moved meanwhile
+                raise SessionLost(f"session {here.id!r} of {env.name} is no longer on this replica") from None
+            return await _forward(nc, forward_to(moved.replica), data, headers, timeout, env.name, here.id)
+
+    return handle
 
 
 async def _forward(
