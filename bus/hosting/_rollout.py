@@ -119,12 +119,14 @@ class BusModels:
         headers: Mapping[str, str],
         timeouts: Timeouts,
         should_retry: Callable[[GymError], bool] = _transient,
+        on_retry: Callable[[GymError], None] | None = None,
     ) -> None:
         self.nc = nc
         self.headers = {key: headers[key] for key in (SESSION, DEADLINE) if key in headers}
         self.deadline = deadline_of(headers)
         self.timeouts = timeouts
         self.should_retry = should_retry
+        self.on_retry = on_retry
 
     async def generate(self, model: str, params: ResponsesCreateParams) -> Response:
         subject = subjects.model_responses(model)
@@ -134,7 +136,9 @@ class BusModels:
             reply = await request(self.nc, subject, body, timeout=self.timeouts.model, headers=self.headers)
             return decode(reply, Response, "model response")
 
-        return await retrying(once, MODEL_RETRY, should_retry=self.should_retry, deadline=self.deadline)
+        return await retrying(
+            once, MODEL_RETRY, should_retry=self.should_retry, deadline=self.deadline, on_retry=self.on_retry
+        )
 
 
 class BusCalls:
@@ -147,6 +151,7 @@ class BusCalls:
         self.deadline = deadline
         self.headers = {SESSION: session, DEADLINE: f"{deadline:.3f}"}
         self.stats = RolloutStats()
+        self.models = BusModels(nc, self.headers, timeouts, on_retry=self._count_model)
 
     def _count_model(self, error: GymError) -> None:
         self.stats.model_retries += 1
@@ -171,16 +176,7 @@ class BusCalls:
         return await self._call(subjects.env_seed(self.agent.environment), row, self.timeouts.seed)
 
     async def model(self, params: ResponsesCreateParams, model: str | None = None) -> Response:
-        subject = subjects.model_responses(model or self.agent.model)
-        body = encode(params)
-
-        async def once() -> Response:
-            reply = await request(self.nc, subject, body, timeout=self.timeouts.model, headers=self.headers)
-            return decode(reply, Response, "model response")
-
-        return await retrying(
-            once, MODEL_RETRY, should_retry=_transient, deadline=self.deadline, on_retry=self._count_model
-        )
+        return await self.models.generate(model or self.agent.model, params)
 
     async def tool(self, name: str, arguments: str) -> str:
         """The tool's output. Retried only while its environment is down: when the

@@ -59,7 +59,7 @@ from gymbus.schemas import (
 from ..wire import check_in, check_out, encode_error_reply, needs_claim, nested_deeper, subjects
 from ._slots import Slots
 
-__all__ = ["Endpoint", "Handler", "Reporting", "ServiceHost", "ServiceSpec"]
+__all__ = ["Endpoint", "EndpointCounts", "Handler", "Reporting", "ServiceHost", "ServiceSpec"]
 
 log = logging.getLogger("gymbus.worker")
 
@@ -131,6 +131,33 @@ class Reporting(Protocol):
     def stats(self) -> EndpointStats: ...
 
 
+@dataclass
+class EndpointCounts:
+    """What `$SRV.STATS` reports of an endpoint: its requests, errors, last error and time
+    spent, counted by whoever serves it (a subscribed endpoint, an agent's task queue)."""
+
+    num_requests: int = 0
+    num_errors: int = 0
+    last_error: str = ""
+    processing_ns: int = 0
+
+    def failed(self, error: str) -> None:
+        self.num_errors += 1
+        self.last_error = error
+
+    def stats(self, name: str, subject: str, queue_group: str) -> EndpointStats:
+        return EndpointStats(
+            name=name,
+            subject=subject,
+            queue_group=queue_group,
+            num_requests=self.num_requests,
+            num_errors=self.num_errors,
+            last_error=self.last_error,
+            processing_time=self.processing_ns,
+            average_processing_time=self.processing_ns // max(1, self.num_requests),
+        )
+
+
 class _Served:
     """A subscribed endpoint: bounded concurrency and the counters `$SRV.STATS` reports."""
 
@@ -151,10 +178,7 @@ class _Served:
         self.slots = Slots(endpoint.max_in_flight)
         self.tasks: set[asyncio.Task[None]] = set()
         self.subscription: Subscription | None = None
-        self.num_requests = 0
-        self.num_errors = 0
-        self.last_error = ""
-        self.processing_ns = 0
+        self.counts = EndpointCounts()
 
     async def start(self) -> None:
         self.subscription = await self.nc.subscribe(
@@ -177,7 +201,7 @@ class _Served:
 
     async def _serve(self, msg: Msg) -> None:
         started = time.perf_counter_ns()
-        self.num_requests += 1
+        self.counts.num_requests += 1
         beats = _KeepAlive(self.nc, msg.reply, self.keepalive) if msg.reply else None
         try:
             if deadline_passed(msg.headers):
@@ -196,7 +220,7 @@ class _Served:
         finally:
             if beats is not None:
                 beats.stop()
-        self.processing_ns += time.perf_counter_ns() - started
+        self.counts.processing_ns += time.perf_counter_ns() - started
         if msg.reply:
             await self._respond(msg.reply, reply, headers)
 
@@ -204,16 +228,14 @@ class _Served:
         """A request whose reply subject is not an inbox: not served, and not answered. Its
         sender may not publish there itself and wants this service to do it for it (an
         empty answer or keep-alive on `$JS.API.STREAM.PURGE.<stream>` purges the stream)."""
-        self.num_requests += 1
-        self.num_errors += 1
-        self.last_error = f"{BadRequest.code}:reply subject is not an inbox"
-        if self.num_errors <= 10 or self.num_errors % 1000 == 0:
+        self.counts.num_requests += 1
+        self.counts.failed(f"{BadRequest.code}:reply subject is not an inbox")
+        if self.counts.num_errors <= 10 or self.counts.num_errors % 1000 == 0:
             log.warning("%s: refused a request whose reply subject %r is not an inbox (%d errors so far)",
-                        self.endpoint.subject, msg.reply[:100], self.num_errors)  # fmt: skip
+                        self.endpoint.subject, msg.reply[:100], self.counts.num_errors)  # fmt: skip
 
     def _failed(self, exc: GymError) -> tuple[bytes, dict[str, str]]:
-        self.num_errors += 1
-        self.last_error = f"{exc.code}:{exc.message}"
+        self.counts.failed(f"{exc.code}:{exc.message}")
         return encode_error_reply(exc)
 
     async def _respond(self, subject: str, data: bytes, headers: dict[str, str] | None) -> None:
@@ -238,16 +260,7 @@ class _Served:
         return EndpointInfo(name=e.name, subject=e.subject, queue_group=self.queue, metadata=e.metadata)
 
     def stats(self) -> EndpointStats:
-        return EndpointStats(
-            name=self.endpoint.name,
-            subject=self.endpoint.subject,
-            queue_group=self.queue,
-            num_requests=self.num_requests,
-            num_errors=self.num_errors,
-            last_error=self.last_error,
-            processing_time=self.processing_ns,
-            average_processing_time=self.processing_ns // max(1, self.num_requests),
-        )
+        return self.counts.stats(self.endpoint.name, self.endpoint.subject, self.queue)
 
 
 class _GymService(Service):

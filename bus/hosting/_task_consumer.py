@@ -23,11 +23,6 @@ import nats.js.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import (
-    AckPolicy,
-    ConsumerConfig,
-    DeliverPolicy,
-)
 from nats.micro.service import EndpointInfo, EndpointStats
 
 from gymbus.functions import AgentUnavailable
@@ -52,8 +47,7 @@ from gymbus.schemas import (
     task_id,
 )
 
-from ..cluster import retry_while_forming
-from ..run import Puller, ensure_streams
+from ..run import Puller, add_pull_consumer, ensure_streams
 from ..wire import (
     check_in_when_room,
     check_out,
@@ -64,6 +58,7 @@ from ..wire import (
     subjects,
 )
 from ._rollout import RolloutHandler
+from ._services import EndpointCounts
 
 __all__ = ["TaskConsumer", "agent_consumer"]
 
@@ -76,19 +71,11 @@ def agent_consumer(agent: str) -> str:
 
 
 async def _ensure_agent_consumer(js: JetStreamContext, agent: str, limits: Limits, timeouts: Timeouts) -> str:
-    name = agent_consumer(agent)
-    config = ConsumerConfig(
-        durable_name=name,
-        filter_subject=subjects.tasks(agent),
-        deliver_policy=DeliverPolicy.ALL,
-        ack_policy=AckPolicy.EXPLICIT,
-        ack_wait=timeouts.ack_wait,
-        max_deliver=limits.max_deliver,
-        max_ack_pending=limits.max_ack_pending,
-        max_waiting=limits.max_waiting,
-    )
-    await retry_while_forming(js, lambda: js.add_consumer(subjects.TASKS_STREAM, config))
-    return name
+    return await add_pull_consumer(
+        js, subjects.TASKS_STREAM, agent_consumer(agent), subjects.tasks(agent),
+        ack_wait=timeouts.ack_wait, max_ack_pending=limits.max_ack_pending,
+        max_deliver=limits.max_deliver, max_waiting=limits.max_waiting,
+    )  # fmt: skip
 
 
 class TaskConsumer:
@@ -110,10 +97,7 @@ class TaskConsumer:
         self.timeouts = timeouts
         self.tasks: set[asyncio.Task[None]] = set()
         self.puller: Puller | None = None
-        self.num_requests = 0
-        self.num_errors = 0
-        self.last_error = ""
-        self.processing_ns = 0
+        self.counts = EndpointCounts()
         self.unrouted = 0
         """Tasks that named no run: their results went to `gym.results.unrouted`."""
 
@@ -156,7 +140,7 @@ class TaskConsumer:
 
     async def _handle(self, msg: Msg) -> None:
         started = time.perf_counter_ns()
-        self.num_requests += 1
+        self.counts.num_requests += 1
         headers = {**(msg.headers or {}), DELIVERY: str(_deliveries(msg)), TASK: _stream_seq(msg)}
         heartbeat = asyncio.create_task(self._keep_alive(msg))
         try:
@@ -167,16 +151,14 @@ class TaskConsumer:
         except AgentUnavailable as exc:
             # Not acked, no heartbeat: the task goes to another worker once ack_wait passes.
             log.warning("task %s goes back to the queue: %s", headers.get(SEQ), exc)
-            self.num_errors += 1
-            self.last_error = f"agent unavailable: {exc}"
+            self.counts.failed(f"agent unavailable: {exc}")
         except (nats.errors.Error, TimeoutError, BusUnavailable, PayloadTooLarge) as exc:
             # Not acked: the task is redelivered once ack_wait passes.
             log.warning("could not deliver the result of task %s: %s", headers.get(SEQ), exc)
-            self.num_errors += 1
-            self.last_error = f"result not delivered: {exc}"
+            self.counts.failed(f"result not delivered: {exc}")
         finally:
             heartbeat.cancel()
-            self.processing_ns += time.perf_counter_ns() - started
+            self.counts.processing_ns += time.perf_counter_ns() - started
 
     async def _result_of(self, msg: Msg, headers: Mapping[str, str]) -> bytes:
         """The task's rollout row, or a failure row saying why it could not run. Raises only
@@ -205,16 +187,7 @@ class TaskConsumer:
     def stats(self) -> EndpointStats:
         """The queue's tasks as one more endpoint of the agent's service in `$SRV.STATS`:
         errors are results that could not be delivered (the task runs again elsewhere)."""
-        return EndpointStats(
-            name="tasks",
-            subject=subjects.tasks(self.agent),
-            queue_group=agent_consumer(self.agent),
-            num_requests=self.num_requests,
-            num_errors=self.num_errors,
-            last_error=self.last_error,
-            processing_time=self.processing_ns,
-            average_processing_time=self.processing_ns // max(1, self.num_requests),
-        )
+        return self.counts.stats("tasks", subjects.tasks(self.agent), agent_consumer(self.agent))
 
     async def _keep_alive(self, msg: Msg) -> None:
         while True:

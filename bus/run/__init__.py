@@ -18,7 +18,13 @@ from ._run_book import (
 )
 from ._run_client import RunClient, RunResult
 from ._runkeys import run_key, task_token, token_matches
-from ._streams import add_results_consumer, ensure_streams, pull_results, results_consumer
+from ._streams import (
+    add_pull_consumer,
+    add_results_consumer,
+    ensure_streams,
+    pull_results,
+    results_consumer,
+)
 from ._verifier import Verifier
 
 __all__ = [
@@ -31,6 +37,7 @@ __all__ = [
     "Submitted",
     "TaskPublisher",
     "Verifier",
+    "add_pull_consumer",
     "add_results_consumer",
     "ensure_streams",
     "given_up_message",

@@ -1,4 +1,5 @@
-"""The task queue's JetStream streams, and the consumer through which a run reads its results.
+"""The task queue's JetStream streams, their durable pull consumers (`add_pull_consumer`: an
+agent's tasks, a run's results), and the consumer through which a run reads its results.
 
     GYM_TASKS    work queue on `gym.tasks.<agent>`: one message per rollout, published with
                  a deterministic `Nats-Msg-Id`, removed when an agent worker acks it.
@@ -36,7 +37,7 @@ from ..cluster import PEERS_UNKNOWN, replicas_of, retry_while_forming
 from ..wire import subjects
 from ._pull import Puller
 
-__all__ = ["add_results_consumer", "ensure_streams", "pull_results", "results_consumer"]
+__all__ = ["add_pull_consumer", "add_results_consumer", "ensure_streams", "pull_results", "results_consumer"]
 
 
 async def ensure_streams(js: JetStreamContext) -> None:
@@ -92,19 +93,42 @@ def results_consumer(run_id: str) -> str:
 
 async def add_results_consumer(js: JetStreamContext, run_id: str, limits: Limits, timeouts: Timeouts) -> str:
     """Create the results consumer of run `run_id`, delivering from its first result; its name."""
-    name = results_consumer(run_id)
+    return await add_pull_consumer(
+        js, subjects.RESULTS_STREAM, results_consumer(run_id), subjects.results(run_id),
+        ack_wait=timeouts.result_ack_wait, max_ack_pending=limits.result_window * 2,
+        inactive_threshold=RESULTS_MAX_AGE,
+    )  # fmt: skip
+
+
+async def add_pull_consumer(
+    js: JetStreamContext,
+    stream: str,
+    name: str,
+    filter_subject: str,
+    *,
+    ack_wait: float,
+    max_ack_pending: int,
+    max_deliver: int | None = None,
+    max_waiting: int | None = None,
+    inactive_threshold: float | None = None,
+) -> str:
+    """Create the durable pull consumer `name` of `stream` (one that exists with this config
+    is kept), delivering every message on `filter_subject` from the first; its name. The
+    limits are the caller's (`None`: the server's default)."""
     config = ConsumerConfig(
         durable_name=name,
-        filter_subject=subjects.results(run_id),
+        filter_subject=filter_subject,
         deliver_policy=DeliverPolicy.ALL,
-        # Explicit, not ALL: acking the last of a batch would also ack results lost in
+        # Explicit, not ALL: acking the last of a batch would also ack messages lost in
         # transit during a reconnect, which then are never delivered again.
         ack_policy=AckPolicy.EXPLICIT,
-        ack_wait=timeouts.result_ack_wait,
-        max_ack_pending=limits.result_window * 2,
-        inactive_threshold=RESULTS_MAX_AGE,
+        ack_wait=ack_wait,
+        max_ack_pending=max_ack_pending,
+        max_deliver=max_deliver,
+        max_waiting=max_waiting,
+        inactive_threshold=inactive_threshold,
     )
-    await retry_while_forming(js, lambda: js.add_consumer(subjects.RESULTS_STREAM, config))
+    await retry_while_forming(js, lambda: js.add_consumer(stream, config))
     return name
 
 
