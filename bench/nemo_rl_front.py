@@ -13,8 +13,8 @@ sends them); the same model, `bench.vllm_stub` at 0 ms, whose answers are the of
 policy's (one `get_weather` call, then a reply):
 
 - gymbus: the shipped `gymbus_front.yaml`, trimmed to the weather environment (one worker
-  process, its default). NeMo Gym starts its head server, its `legacy_agent` environment
-  server (the relay to the agent's `/run`) and the `gymbus` servers, one of which becomes
+  process, its default). NeMo Gym starts its `legacy_agent` environment server (the relay
+  to the agent's `/run`) and the `gymbus` servers, one of which becomes
   `gym-runner front --from-nemo-gym`: its embedded nats-server, its supervised worker, its
   agent's `/run` a task on the bus. The policy is GymBus's `vllm` model function on the
   stub's Chat Completions route with token capture (prompt and generated token ids and
@@ -30,8 +30,12 @@ each round, as NeMo RL does every run. Per run: `RunHelper().start`'s time to re
 client measures it), the rate from the stub's first model call to the last result, and CPU
 over that span of every process the client started (NeMo Gym's servers and whatever they
 started: for gymbus the front, its worker and nats-server too), gymbus's split into its own
-processes and NeMo Gym's around them. The client's own CPU (NeMo Gym's rollout helper and
-Ray driver) is reported apart; the stub and the Ray cluster count on neither side.
+processes and NeMo Gym's around them. The client's own CPU (NeMo Gym's rollout helper, its
+Ray driver and its head server, a thread of `RunHelper`'s process) is reported apart; the
+stub and the Ray cluster count on neither side.
+
+No test runs P14 small: one run of each side starts NeMo Gym's servers (20 to 120 s here)
+and a Ray cluster, minutes in all, beyond what CI can spend on it.
 """
 
 from __future__ import annotations
