@@ -129,8 +129,7 @@ class BusRolloutWorker:
         self.index = TaskIndex.of_dataset(dataset)
         self.agents = set(dataset["agent"])
         self.sampling = Sampling.of(args)
-        for position, task in enumerate(self.index.tasks):  # a bad row stops us here, named
-            task_for(task, self.index.describe(position), position, 0, self.sampling, True)
+        self._check_tasks()
         self.settings = StreamSettings(
             group_size=int(args.num_generations),
             max_groups=max_inflight_groups or _inflight_groups(args),
@@ -150,17 +149,27 @@ class BusRolloutWorker:
         self.stream: RolloutStream | None = None
         self.running: Future[None] | None = None
         self.loop = LoopThread("gymbus-rollout-worker")
-        self.bus = self.loop.run(connect_bus(url, name="gymbus async trainer", timeouts=timeouts))
+        self._open_on_bus(url, policy, args)
+
+    def _open_on_bus(self, url: str, policy: str, args: Any) -> None:
+        """Connect, open the policy's publisher, and start the relay TRL's adapter sync goes
+        to (its URL set on `args`)."""
+        self.bus = self.loop.run(connect_bus(url, name="gymbus async trainer", timeouts=self.timeouts))
         from ._relay import AdapterRelay  # aiohttp's web server: loaded only by a trainer that runs one
 
         key = policy_key(policy, self.run_id)
         self.publisher = self.loop.run(
-            PolicyPublisher.open(self.bus, key, self.incarnation, timeouts, limits)
+            PolicyPublisher.open(self.bus, key, self.incarnation, self.timeouts, self.limits)
         )
-        self.relay = AdapterRelay(self.publisher, deliver=deliver_adapters)
+        self.relay = AdapterRelay(self.publisher, deliver=self.deliver_adapters)
         args.vllm_server_base_url = self.loop.run(self.relay.start())
         log.info("rollout worker for run %s: policy %s, TRL's adapter sync goes to %s",
                  self.run_id, key, args.vllm_server_base_url)  # fmt: skip
+
+    def _check_tasks(self) -> None:
+        """Build each task once, so that a bad row stops us here, named."""
+        for position, task in enumerate(self.index.tasks):
+            task_for(task, self.index.describe(position), position, 0, self.sampling, True)
 
     # RolloutWorkerProtocol
 
