@@ -18,19 +18,23 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from bench._cluster import RUNNER, Cluster
 from bench._ray import ray_cluster
 from gymbus.functions.nemo_gym import requirements_of, virtual_env
-from gymbus.schemas import GymError
+from gymbus.schemas import DEFAULT_TIMEOUTS, GymError
 from tests.fake_openai import FakeOpenAI, ServerThread, free_port
 from tests.integration.test_nemo_gym import built
 from tests.integration.test_nemo_gym import start_worker as start_nemo_gym_worker
@@ -380,7 +384,8 @@ def test_a_killed_agent_worker_costs_a_redelivery_not_a_row(client_python: Path,
                 time.sleep(1.0)  # its services' registrations lapse with its connection
                 run_at = server_port(port, f"{AGENTS[WEATHER]}_environment_server")
                 status, body = post(run_at, "/run", json.dumps(sent[0]).encode())
-                assert status == 503 and "no worker serves" in body["error"]["message"]
+                assert status == 503 and body["_ng_failure_class"] == "no_worker"
+                assert "no worker serves" in body["_ng_failure_message"]
                 cluster.start_worker(AGENTS[WEATHER])
                 out, err = collecting.communicate(timeout=300)
             finally:
@@ -465,30 +470,33 @@ NEMO_RL_AGENTS = {
 }
 
 
-def three_environments_config(path: Path) -> Path:
+def extended_config(path: Path, environments: tuple[str, ...], workers: int) -> Path:
     """The shipped config, extended as its comment tells a user to for their own agents:
-    `example_session_state_mgmt` (GymBus's) and the hosted NeMo Gym server
-    `example_multi_turn_gymnasium` with NeMo Gym's own `gymnasium_agent`, under `serve`,
-    and each agent's three entries."""
+    each of `environments` under `serve` (the gymnasium one as a hosted NeMo Gym server
+    with NeMo Gym's own `gymnasium_agent`), and each agent's three entries; its front's
+    `workers`."""
     import yaml
 
     config = yaml.safe_load(FRONT_CONFIG.read_text())
-    serve = config["gymbus_front"]["resources_servers"]["gymbus"]["serve"]
-    serve += [SESSION_STATE, NEMO_RL_AGENTS[SESSION_STATE], f"nemo-gym:{GYMNASIUM}"]
-    for environment in (SESSION_STATE, GYMNASIUM):
+    front = config["gymbus_front"]["resources_servers"]["gymbus"]
+    for environment in environments:
         agent = NEMO_RL_AGENTS[environment]
+        front["serve"] += [f"nemo-gym:{GYMNASIUM}"] if environment == GYMNASIUM else [environment, agent]
         config[agent] = {"responses_api_agents": {"gymbus": {"entrypoint": "app.py"}}}
         relay = {"entrypoint": "app.py", "agent_server": {"type": "responses_api_agents", "name": agent}}
         config[f"{agent}_environment_server"] = {"environment_servers": {"legacy_agent": relay}}
         config[environment] = {"resources_servers": {"gymbus": {"entrypoint": "app.py", "domain": "agent"}}}
+    front["workers"] = workers
+    front["log_dir"] = str(path.parent)  # the workers' log: `gymbus-front-<pid>.log`
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
 
-def nemo_rl_rows(count: int = PER_ENVIRONMENT) -> list[dict[str, Any]]:
-    """`count` example rows of each environment, as NeMo RL sends them: its agent named,
-    `_rowidx` added, temperature and top_p set, output tokens capped; each asks the server
-    to steer the policy (`STEER`, with a seed per row)."""
+def nemo_rl_rows(per_environment: int) -> list[dict[str, Any]]:
+    """`per_environment` example rows (cycled) of each environment, as NeMo RL sends them:
+    its agent named, `_rowidx` added, temperature and top_p set, output tokens capped; each
+    asks the server to steer the policy (`STEER`). No seed: vLLM's CPU build can crash on a
+    batch of seeded requests, and these run at once."""
     (gymnasium,) = built([GYMNASIUM]).values()
     sources = {
         WEATHER: EXAMPLES / f"{WEATHER}.jsonl",
@@ -497,16 +505,18 @@ def nemo_rl_rows(count: int = PER_ENVIRONMENT) -> list[dict[str, Any]]:
     }
     sent = []
     for environment, source in sources.items():
-        for line in source.read_text().splitlines()[:count]:
-            row = json.loads(line)
-            index = len(sent)
-            extra = {"vllm_xargs": {"gymbus_regex": STEER}, "seed": index}
+        lines = source.read_text().splitlines()
+        for i in range(per_environment):
+            row = json.loads(lines[i % len(lines)])
+            extra = {"vllm_xargs": {"gymbus_regex": STEER}}
             params = row["responses_create_params"] | {
                 "temperature": 1.0, "top_p": 1.0, "max_output_tokens": 64,
                 "metadata": {"extra_body": json.dumps(extra)},
             }  # fmt: skip
             agent_ref = {"type": "responses_api_agents", "name": NEMO_RL_AGENTS[environment]}
-            sent.append({**row, "responses_create_params": params, "agent_ref": agent_ref, "_rowidx": index})
+            sent.append(
+                {**row, "responses_create_params": params, "agent_ref": agent_ref, "_rowidx": len(sent)}
+            )
     return sent
 
 
@@ -522,13 +532,42 @@ def scored_by_vllm(server: VllmServer, prompt: list[int], generated: list[int]) 
     return [scored[len(prompt) + i][str(token)]["logprob"] for i, token in enumerate(generated)]
 
 
+def gymbus_workers(client: subprocess.Popen[str]) -> list[psutil.Process]:
+    """The `gym-runner serve` processes NeMo Gym's front started, under the client's process."""
+    found = []
+    for process in psutil.Process(client.pid).children(recursive=True):
+        try:
+            command = process.cmdline()
+        except psutil.Error:
+            continue
+        if "gymbus.runner" in command and "serve" in command:
+            found.append(process)
+    return found
+
+
+@dataclass
+class NemoRlRun:
+    """What NeMo RL's call got: the rows sent, every result line, what NeMo Gym's processes
+    wrote to stderr (the front's log among it), and, in seconds from the kill, when the
+    replacement worker was ready and when the last result came."""
+
+    sent: list[dict[str, Any]]
+    results: list[dict[str, Any]]
+    errors: str
+    replaced_after: float | None
+    """`None` if the last result came first (another worker ran the killed one's rollouts)."""
+    last_after: float
+
+
 def nemo_rl_run(
-    client_python: Path, vllm_server: VllmServer, ray_address: str, tmp_path: Path
-) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
+    client_python: Path, vllm_server: VllmServer, ray_address: str, tmp_path: Path, workers: int
+) -> NemoRlRun:
     """NeMo RL's call, in the Ray cluster at `ray_address`: `RunHelper().start` on its config
-    dict, `run_examples` on its rows; the rows sent and the results by `_rowidx`."""
+    dict (GymBus's front with `workers` worker processes among its `config_paths`, its vLLM
+    server as `policy_base_url`), `run_examples` on its rows; one worker process SIGKILLed
+    once the first result is in."""
     config = {
-        "config_paths": [str(three_environments_config(tmp_path / "gymbus_three.yaml"))],
+        "config_paths": [str(extended_config(tmp_path / "gymbus.yaml", (SESSION_STATE, GYMNASIUM), workers))],
         "policy_base_url": [vllm_server.url],
         "policy_model_name": MODEL_NAME,
         "policy_api_key": "dummy_key",
@@ -538,40 +577,94 @@ def nemo_rl_run(
         "ray_head_node_address": ray_address,
     }
     (tmp_path / "config.json").write_text(json.dumps(config))
-    sent = nemo_rl_rows()
+    sent = nemo_rl_rows(per_environment=8)
     source = write_rows(tmp_path / "rows.jsonl", sent)
     environ = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
     environ |= {"NEMO_GYM_EXTRA_ROOTS": str(NEMO_GYM_ROOT), "GYMBUS_RUNNER": RUNNER_SCRIPT}
-    done = subprocess.run(
-        [str(client_python), str(CLIENTS), "start_and_run", str(tmp_path / "config.json"), str(source)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=540, env=environ,
-    )  # fmt: skip
-    assert done.returncode == 0, f"{done.stdout[-2000:]}\n{done.stderr[-5000:]}"
-    results = {line["result"]["_rowidx"]: line["result"] for line in client_lines(done.stdout)}
-    return sent, results
+    with open(tmp_path / "nemo_gym.err", "w+") as stderr:
+        client = subprocess.Popen(
+            [str(client_python), str(CLIENTS), "start_and_run", str(tmp_path / "config.json"), str(source)],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=stderr, text=True, env=environ,
+        )  # fmt: skip
+        lines, times = _killing_a_worker_at_the_first_result(client, workers, tmp_path)
+        stderr.seek(0)
+        errors = stderr.read()
+    assert client.returncode == 0, f"{''.join(lines)[-2000:]}\n{errors[-5000:]}"
+    killed, replaced, last = times
+    assert killed, "no result came"
+    return NemoRlRun(
+        sent, client_lines("".join(lines)), errors, replaced - killed if replaced else None, last - killed
+    )
 
 
-@pytest.mark.timeout(900)  # Ray, NeMo Gym's servers, GymBus's workers and 9 rollouts on vLLM
-def test_nemo_rl_starts_gymbus_from_its_config_paths_and_gets_trainable_rollouts_from_its_vllm(
-    client_python: Path, vllm_server: VllmServer, tmp_path: Path
+def _killing_a_worker_at_the_first_result(
+    client: subprocess.Popen[str], workers: int, logs: Path
+) -> tuple[list[str], tuple[float, float, float]]:
+    """The client's output lines, and when (monotonic) a worker was killed, its replacement
+    said it was ready (the `workers + 1`-th "ready:" line of the workers' log) and the last
+    result came."""
+    lines: list[str] = []
+    killed = last = 0.0
+    replaced: list[float] = []
+    watching = threading.Thread(target=_note_ready, args=(logs, workers + 1, replaced), daemon=True)
+    try:
+        assert client.stdout is not None
+        for line in client.stdout:
+            lines.append(line)
+            if line.startswith(MARK):
+                last = time.monotonic()
+                if not killed:
+                    running = gymbus_workers(client)
+                    assert len(running) == workers, [p.cmdline() for p in running]
+                    running[0].kill()
+                    killed = time.monotonic()
+                    watching.start()
+        client.wait(timeout=60)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    return lines, (killed, replaced[0] if replaced else 0.0, last)
+
+
+def _note_ready(logs: Path, count: int, noted: list[float], timeout: float = 300) -> None:
+    """Append the time the workers' logs under `logs` hold `count` "ready:" lines."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = "".join(log.read_text(errors="replace") for log in logs.glob("gymbus-front-*.log"))
+        if text.count("ready: serving") >= count:
+            noted.append(time.monotonic())
+            return
+        time.sleep(0.1)
+
+
+@pytest.mark.timeout(900)  # Ray, NeMo Gym's servers, GymBus's workers, 24 rollouts on vLLM, a redelivery
+@pytest.mark.parametrize("workers", [2, 1])
+def test_nemo_rl_gets_every_row_trainable_from_the_front_it_started_though_a_worker_is_killed(
+    client_python: Path, vllm_server: VllmServer, tmp_path: Path, workers: int
 ) -> None:
     """`RunHelper().start` with a config dict shaped as NeMo RL's (GymBus's config among its
-    `config_paths`, its vLLM server as `policy_base_url`, the head server on a free port, its
-    Ray cluster), then `run_examples` on rows of three environments: the weather one (a tool call, then an
-    answer), `example_session_state_mgmt` (tools over a session's state) and a hosted NeMo
-    Gym server played by NeMo Gym's own `gymnasium_agent` (scripted user turns). GymBus's
-    front, workers and `vllm` model function come up from the config, and every result
-    passes NeMo RL's checks, its logprobs those vLLM gives the same tokens."""
+    `config_paths`, its front configured for `workers` worker processes, its vLLM server as
+    `policy_base_url`, the head server on a free port, its Ray cluster), then `run_examples`
+    on 24 rows of three environments: the weather one (a tool call, then an answer),
+    `example_session_state_mgmt` (tools over a session's state) and a hosted NeMo Gym server
+    played by NeMo Gym's own `gymnasium_agent` (scripted user turns). One worker process is
+    SIGKILLed once the first result is in (with 1, the lone one: its replacement takes the
+    redelivered tasks). Every row comes back exactly once and passes NeMo RL's checks, its
+    logprobs those vLLM gives the same tokens; the rollouts the killed worker held ran again
+    (`delivery` 2); the front's log names the replacement; and the last row came within the
+    ack wait, a restart and a few seconds."""
     linked_environments(tmp_path / "venvs", client_python.parents[1])
     with ray_cluster(client_python.parent / "ray") as ray_address:
-        sent, results = nemo_rl_run(client_python, vllm_server, ray_address, tmp_path)
-    assert sorted(results) == [row["_rowidx"] for row in sent]
+        run = nemo_rl_run(client_python, vllm_server, ray_address, tmp_path, workers)
+    by_row = Counter(line["result"]["_rowidx"] for line in run.results)
+    assert sorted(by_row) == [row["_rowidx"] for row in run.sent] and set(by_row.values()) == {1}
+    results = {line["result"]["_rowidx"]: line["result"] for line in run.results}
     trained: dict[int, int] = {}  # model calls NeMo RL trains on, by row
     differences = []
-    for row in sent:
+    for row in run.sent:
         result = results[row["_rowidx"]]
         assert "_ng_failure_class" not in result, result
-        assert result["_gymbus"]["delivery"] >= 1  # run by a GymBus agent worker
         assert result["agent_ref"]["name"] == row["agent_ref"]["name"]
         trained[row["_rowidx"]] = nemo_rl_checks(result)
         for item in result["response"]["output"]:
@@ -579,10 +672,18 @@ def test_nemo_rl_starts_gymbus_from_its_config_paths_and_gets_trainable_rollouts
                 prompt, generated = item["prompt_token_ids"], item["generation_token_ids"]
                 scored = scored_by_vllm(vllm_server, prompt, generated)
                 differences += [abs(a - b) for a, b in zip(scored, item["generation_log_probs"], strict=True)]
-    print(f"{len(differences)} sampled tokens; largest logprob difference from vLLM: {max(differences):.2e}")
+    redelivered = [index for index, result in results.items() if result["_gymbus"]["delivery"] >= 2]
+    ready = "not before the last row" if run.replaced_after is None else f"at {run.replaced_after:.1f} s"
+    print(
+        f"{workers} worker(s): {len(differences)} sampled tokens, largest logprob difference from vLLM "
+        f"{max(differences):.2e}; {len(redelivered)} rollouts redelivered; after the kill, the replacement was "
+        f"ready {ready} and the last row came at {run.last_after:.1f} s"
+    )
     assert max(differences) <= 1e-4
     # Multi-turn: a tool's output, then a trained model turn after it; the scripted user's turns.
-    scripted = {row["_rowidx"]: row for row in sent if row["agent_ref"]["name"] == NEMO_RL_AGENTS[GYMNASIUM]}
+    scripted = {
+        row["_rowidx"]: row for row in run.sent if row["agent_ref"]["name"] == NEMO_RL_AGENTS[GYMNASIUM]
+    }
     tools_then_turn = [
         index for index, result in results.items() if index not in scripted and trained[index] >= 2
         and "function_call_output" in [item.get("type") for item in result["response"]["output"]]
@@ -590,3 +691,11 @@ def test_nemo_rl_starts_gymbus_from_its_config_paths_and_gets_trainable_rollouts
     assert tools_then_turn, [json.dumps(results[index]["response"]["output"])[:600] for index in results]
     for index, row in scripted.items():
         assert trained[index] == len(row["follow_ups"]) + 1
+    # The kill cost redeliveries, not rows, and a replacement.
+    assert redelivered, "the killed worker held no rollout"
+    assert "replaced a worker process" in run.errors, run.errors[-3000:]
+    # Redelivered once the ack wait is over, to the other worker, or with workers=1 to the
+    # replacement once it is ready; then the rollouts run again on the CPU vLLM server.
+    if workers == 1:
+        assert run.replaced_after is not None, "the lone worker's replacement was never ready"
+    assert run.last_after < max(DEFAULT_TIMEOUTS.ack_wait, run.replaced_after or 0.0) + 30
