@@ -203,11 +203,22 @@ async def wait_served(url: str, service: str) -> None:
         await nc.close()
 
 
+async def tasks_run(url: str, agent: str) -> int:
+    """The tasks every worker serving `agent` has taken, as its service's stats count them."""
+    nc = await bus.connect(url, name="test")
+    try:
+        stats = await bus.service_stats(nc, agent, window=0.3)
+    finally:
+        await nc.close()
+    return sum(e.num_requests for s in stats for e in s.endpoints if e.name == "tasks")
+
+
 def test_the_front_joins_the_bus_its_config_names_and_a_separate_serve_takes_the_rows(
     nats_url: str, tmp_path: Path
 ) -> None:
     """`nats_url` in the config: the front starts no agent worker of its own (`workers: 0`
-    for it), and a `gym-runner serve` started apart on the same bus runs every row."""
+    for it), and a `gym-runner serve` started apart on the same bus runs every row: the
+    tasks its agent service counts on the bus grow by as many."""
     config = nemo_gym_config(nats_url=nats_url, workers={AGENT: 0}, log_dir=str(tmp_path))
     log = open(tmp_path / "apart.log", "ab")
     apart = subprocess.Popen(
@@ -220,8 +231,10 @@ def test_the_front_joins_the_bus_its_config_names_and_a_separate_serve_takes_the
         asyncio.run(wait_served(nats_url, AGENT))  # none of the front's own serves it: a 503 until then
         with started_front(config, tmp_path) as front:
             assert all(AGENT not in p.cmdline() for p in front.workers())
+            before = asyncio.run(tasks_run(nats_url, AGENT))
             results = [post_run(port_of(config, AGENT), row) for row in weather_rows(4)]
             assert [status for status, _ in results] == [200] * 4, results
+            assert asyncio.run(tasks_run(nats_url, AGENT)) == before + 4
             assert front.process.poll() is None
     finally:
         apart.send_signal(signal.SIGTERM)
