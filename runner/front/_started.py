@@ -29,6 +29,7 @@ import asyncio
 import logging
 import os
 import tempfile
+from collections.abc import Coroutine
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -124,10 +125,21 @@ async def run_started_front(stop: asyncio.Event) -> None:
         groups = await _worker_groups(entry, policy_of(config), bus, log_file)
         supervised = Supervised([group for group, _ in groups])
         try:
-            await _wait_started(bus, groups, timeouts)
-            await _serve(bus, config, own, stop, timeouts, _FrontWorkers(groups))
+            if await _unless_stopped(_wait_started(bus, groups, timeouts), stop):
+                await _serve(bus, config, own, stop, timeouts, _FrontWorkers(groups))
         finally:
             await supervised.stop(timeouts.drain)
+
+
+async def _unless_stopped(step: Coroutine[Any, Any, None], stop: asyncio.Event) -> bool:
+    """Run `step` unless `stop` is set first (a SIGTERM while workers start): whether it ran."""
+    running = asyncio.ensure_future(step)
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([running, stopping], return_when=asyncio.FIRST_COMPLETED)
+    for task in (running, stopping):
+        task.cancel()
+    await asyncio.gather(running, stopping, return_exceptions=True)
+    return not stop.is_set()
 
 
 async def _worker_groups(

@@ -240,3 +240,26 @@ def test_the_front_joins_the_bus_its_config_names_and_a_separate_serve_takes_the
         apart.send_signal(signal.SIGTERM)
         apart.wait(30)
         log.close()
+
+
+def test_a_front_stopped_while_its_workers_start_stops_at_once(tmp_path: Path) -> None:
+    """NeMo Gym stops its servers with SIGINT and kills them a second later: a front still
+    waiting for its workers (here ones that keep crashing) stops at once, its workers too."""
+    broken = tmp_path / "broken_tools.py"
+    broken.write_text('raise RuntimeError("broken_tools cannot start")\n')
+    front = StartedFront(
+        nemo_gym_config(serve=[WEATHER, AGENT, str(broken)], log_dir=str(tmp_path)), tmp_path
+    )
+    try:
+        time.sleep(3.0)  # its workers are starting (and crashing)
+        assert front.process.poll() is None, front.output()
+        asked = time.monotonic()
+        front.process.send_signal(signal.SIGINT)
+        front.process.wait(10)
+        took = time.monotonic() - asked
+    finally:
+        front.stop()
+    assert took < 5, front.output()
+    assert not [
+        p for p in psutil.process_iter(["cmdline"]) if str(broken) in " ".join(p.info["cmdline"] or [])
+    ]
