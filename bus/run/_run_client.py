@@ -114,6 +114,7 @@ class RunClient:
         self.purged_to = 0
         """The stream sequence up to which the run's acked results are purged."""
         self._acked = asyncio.Event()
+        self._purged_last = False
         self._purging: asyncio.Task[None] | None = None
         self._runs: KeyValue | None = None
 
@@ -272,11 +273,15 @@ class RunClient:
 
     async def _purge_forever(self) -> None:
         """Purge after acks, one purge at a time: under load one purge covers many batches,
-        and an ack never waits for one."""
+        and an ack never waits for one. Ends, after a last purge, once `_purged_last` is
+        set; it is never cancelled: nats-py 2.16 fails its read loop on the PONG of a flush
+        whose waiter was cancelled (`InvalidStateError`)."""
         while True:
             await self._acked.wait()
             self._acked.clear()
             await self._purge_acked()
+            if self._purged_last:
+                return
 
     async def _purge_acked(self) -> None:
         """Delete the run's results up to its consumer's ack floor (every one before it is
@@ -353,10 +358,9 @@ class RunClient:
         the run's consumer, results and progress."""
         await self.stop_results()
         if self._purging is not None:
-            self._purging.cancel()
-            await asyncio.gather(self._purging, return_exceptions=True)
-            if not forget:
-                await self._purge_acked()  # what the run wrote is not read again
+            self._purged_last = True  # what the run wrote is not read again: purged
+            self._acked.set()
+            await self._purging
         if forget:
             withdrawn = await self.withdraw()
             if withdrawn:

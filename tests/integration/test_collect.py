@@ -431,6 +431,9 @@ def test_the_readmes_first_command_writes_the_files_its_table_lists(tmp_path: Pa
     done = run_cli("collect", "--input", str(EXAMPLES / f"{WEATHER}.jsonl"), "--output", str(results / "weather.jsonl"),
                    "--agent", WEATHER_AGENT)  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "ERROR" not in done.stderr, (
+        done.stderr
+    )  # a clean run says nothing amiss
     written = [name for name, what in table if not what.startswith("only when something failed")]
     assert len(written) < len(table)  # the failures file is listed, as written only on failure
     assert sorted(path.name for path in results.iterdir()) == sorted(written)
