@@ -195,16 +195,18 @@ class WorkerProcesses:
             return ""
 
     def replacing(self, now: float | None = None) -> bool:
-        """Whether a process that exited is being replaced: its replacement waits for its
-        backoff, or started less than `Timeouts.worker_start` ago (it may still be importing)."""
+        """Whether a process that exited is being replaced: it exited (noticed or not yet:
+        `poll` looks every `POLL_EVERY`), its replacement waits for its backoff, or started
+        less than `Timeouts.worker_start` ago (it may still be importing)."""
         if self.stopping or self.failed:
             return False
         now = time.monotonic() if now is None else now
-        return any(
-            slot.restart_at is not None
-            or (slot.replacement and now - slot.started < self.timeouts.worker_start)
-            for slot in self.slots
-        )
+        return any(self._replacing(slot, now) for slot in self.slots)
+
+    def _replacing(self, slot: _Slot, now: float) -> bool:
+        if slot.restart_at is not None or slot.process.poll() is not None:
+            return True
+        return slot.replacement and now - slot.started < self.timeouts.worker_start
 
     @property
     def alive(self) -> int:

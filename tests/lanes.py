@@ -73,6 +73,7 @@ SLOW = {
     "functions/test_reasoning_gym.py::test_the_script_reports_an_unknown_task",
     "functions/test_reasoning_gym.py::test_the_script_writes_nemo_gym_rows",
     "runner/test_disk_full.py",
+    "runner/test_workers.py",
     "runner/test_scaffold.py",
     "runner/test_prepare.py::test_an_unreachable_hub_is_a_clear_error",
     "runner/viewer/test_view_app.py::test_no_other_command_loads_the_viewer_or_a_web_server",
