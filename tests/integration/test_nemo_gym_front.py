@@ -462,6 +462,10 @@ STEER = (
     r'(<tool_call>\n\{"name": "(get_weather|increment_counter|get_counter_value)", "arguments": '
     r'\{("city": "[A-Z][a-z]{2,8}"|"count": [1-9])?\}\}\n</tool_call>|It is (cold|sunny|rainy)\.)'
 )
+MAX_OUTPUT_TOKENS = 128
+"""Room for the longest text `STEER` allows (under 100 characters, a token at most each): a
+generation cut short has no end-of-turn token, so the next turn's prompt cannot continue it
+token for token, and the vllm model function refuses that call (it never guesses)."""
 SESSION_STATE = "example_session_state_mgmt"
 NEMO_RL_AGENTS = {
     WEATHER: AGENTS[WEATHER],
@@ -494,9 +498,9 @@ def extended_config(path: Path, environments: tuple[str, ...], workers: int) -> 
 
 def nemo_rl_rows(per_environment: int) -> list[dict[str, Any]]:
     """`per_environment` example rows (cycled) of each environment, as NeMo RL sends them:
-    its agent named, `_rowidx` added, temperature and top_p set, output tokens capped; each
-    asks the server to steer the policy (`STEER`). No seed: vLLM's CPU build can crash on a
-    batch of seeded requests, and these run at once."""
+    its agent named, `_rowidx` added, temperature and top_p set, output tokens capped
+    (`MAX_OUTPUT_TOKENS`); each asks the server to steer the policy (`STEER`). No seed:
+    vLLM's CPU build can crash on a batch of seeded requests, and these run at once."""
     (gymnasium,) = built([GYMNASIUM]).values()
     sources = {
         WEATHER: EXAMPLES / f"{WEATHER}.jsonl",
@@ -510,7 +514,7 @@ def nemo_rl_rows(per_environment: int) -> list[dict[str, Any]]:
             row = json.loads(lines[i % len(lines)])
             extra = {"vllm_xargs": {"gymbus_regex": STEER}}
             params = row["responses_create_params"] | {
-                "temperature": 1.0, "top_p": 1.0, "max_output_tokens": 64,
+                "temperature": 1.0, "top_p": 1.0, "max_output_tokens": MAX_OUTPUT_TOKENS,
                 "metadata": {"extra_body": json.dumps(extra)},
             }  # fmt: skip
             agent_ref = {"type": "responses_api_agents", "name": NEMO_RL_AGENTS[environment]}
