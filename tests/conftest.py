@@ -68,6 +68,22 @@ def nats_url(nats_server: bus.EmbeddedServer) -> str:
     return nats_server.url
 
 
+@pytest.fixture(scope="session")
+def nemo_gym_python() -> Path:
+    """NeMo Gym 0.7.0's own environment (its Python, with NeMo Gym's client code in it);
+    skipped where it cannot be built, a failure in CI."""
+    from gymbus.functions.nemo_gym import requirements_of, virtual_env
+    from gymbus.schemas import GymError
+
+    try:
+        return virtual_env(requirements_of(None), "NeMo Gym's clients").python
+    except GymError as exc:
+        message = f"NeMo Gym unavailable (`sh scripts/install-nemo-gym.sh`): {exc}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (in CI this is a failure, not a skip)")
+        pytest.skip(message)
+
+
 @pytest.fixture
 def own_server() -> Iterator[str]:
     """A nats-server of the test's own (its URL): its streams hold that test's messages only."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ import yaml
 from gymbus import bus
 from tests.conftest import EXAMPLES, WEATHER, WEATHER_AGENT
 from tests.fake_openai import FakeOpenAI, ServerThread, free_port
+from tests.processes import spawn, stop
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -34,22 +34,6 @@ RUNNER = [sys.executable, "-m", "gymbus.runner"]
 ROWS = 2000
 IN_FLIGHT = 64
 """Rollouts asked for at once: the front's callers, and `collect --concurrency`."""
-
-
-def spawn(args: list[str], url: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "POLICY_BASE_URL"} | {"NATS_URL": url}
-    with open(log, "ab") as out:
-        return subprocess.Popen([*RUNNER, *args], env=env, stdout=out, stderr=subprocess.STDOUT)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 async def stored_results(url: str, until: asyncio.Event) -> list[int]:

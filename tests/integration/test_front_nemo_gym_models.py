@@ -20,8 +20,6 @@ from typing import Any
 import pytest
 
 from gymbus import bus
-from gymbus.functions.nemo_gym import requirements_of, virtual_env
-from gymbus.schemas import GymError
 from tests.integration.test_front_recipes import MCQA, answered, first_row, recipe_front
 
 pytestmark = pytest.mark.timeout(300)
@@ -55,18 +53,6 @@ print(json.dumps({
 }))
 """
 """Run in NeMo Gym's environment: `python -c CHECK SERVER_URL ROW_JSON`; prints what it found."""
-
-
-@pytest.fixture(scope="module")
-def nemo_gym_python() -> Path:
-    """NeMo Gym 0.7.0's own environment; skipped where it cannot be built, a failure in CI."""
-    try:
-        return virtual_env(requirements_of(None), "NeMo Gym's clients").python
-    except GymError as exc:
-        message = f"NeMo Gym unavailable (`sh scripts/install-nemo-gym.sh`): {exc}"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message} (in CI this is a failure, not a skip)")
-        pytest.skip(message)
 
 
 def test_seed_session_and_verify_answer_nemo_gyms_base_models(nemo_gym_python: Path, tmp_path: Path) -> None:

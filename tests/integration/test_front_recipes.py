@@ -29,6 +29,7 @@ import yaml
 from gymbus import bus
 from tests.conftest import EXAMPLES, WEATHER
 from tests.fake_openai import free_port
+from tests.processes import spawn, stop
 from tests.test_docs import Command
 
 pytestmark = pytest.mark.timeout(300)
@@ -51,24 +52,6 @@ def as_here(words: list[str], port: int) -> list[str]:
     """A recipe's `gym-runner` command's arguments, on this test's free port (`spawn` gives
     it this test's bus: the recipe's `NATS_URL` and `--port 11000` are a reader's)."""
     return [str(port) if word == "11000" else word for word in words[1:]]
-
-
-def spawn(args: list[str], url: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "POLICY_BASE_URL"} | {"NATS_URL": url}
-    with open(log, "ab") as out:
-        return subprocess.Popen(
-            [*RUNNER, *args], env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture(scope="module")

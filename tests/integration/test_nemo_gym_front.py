@@ -33,8 +33,7 @@ import pytest
 
 from bench._cluster import RUNNER, Cluster
 from bench._ray import ray_cluster
-from gymbus.functions.nemo_gym import requirements_of, virtual_env
-from gymbus.schemas import DEFAULT_TIMEOUTS, GymError
+from gymbus.schemas import DEFAULT_TIMEOUTS
 from tests.fake_openai import FakeOpenAI, ServerThread, free_port
 from tests.integration.test_nemo_gym import built
 from tests.integration.test_nemo_gym import start_worker as start_nemo_gym_worker
@@ -56,19 +55,6 @@ VERIFIERS = (MCQA, WEATHER)
 """The environments the Unsloth-style reward function verifies with."""
 AGENTS = {WEATHER: f"{WEATHER}_simple_agent", MULTI_STEP: f"{MULTI_STEP}_simple_agent"}
 PER_ENVIRONMENT = 3
-
-
-@pytest.fixture(scope="module")
-def client_python() -> Path:
-    """NeMo Gym 0.7.0's own environment (its client code in it); skipped where it cannot be
-    built, a failure in CI."""
-    try:
-        return virtual_env(requirements_of(None), "NeMo Gym's clients").python
-    except GymError as exc:
-        message = f"NeMo Gym unavailable (`sh scripts/install-nemo-gym.sh`): {exc}"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message} (in CI this is a failure, not a skip)")
-        pytest.skip(message)
 
 
 def start_front(cluster: Cluster, *agents: str) -> tuple[subprocess.Popen[bytes], int]:
@@ -155,11 +141,11 @@ def fronted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
 
 
 def test_run_examples_collects_rewarded_rollouts_of_both_environments_on_gymbus_workers(
-    client_python: Path, fronted: tuple[Cluster, int]
+    nemo_gym_python: Path, fronted: tuple[Cluster, int]
 ) -> None:
     cluster, port = fronted
     sent = rows(WEATHER) + rows(MULTI_STEP)
-    results = run_examples(client_python, port, sent, cluster.workdir)
+    results = run_examples(nemo_gym_python, port, sent, cluster.workdir)
     assert len(results) == len(sent)
     for pair in results:
         row, result = pair["row"], pair["result"]
@@ -175,13 +161,13 @@ def test_run_examples_collects_rewarded_rollouts_of_both_environments_on_gymbus_
 
 
 def test_ng_collect_rollouts_writes_the_rows_and_rewards_gym_runner_collect_writes(
-    client_python: Path, fronted: tuple[Cluster, int]
+    nemo_gym_python: Path, fronted: tuple[Cluster, int]
 ) -> None:
     cluster, port = fronted
     source = write_rows(cluster.workdir / "weather.jsonl", rows(WEATHER))
     ng_out, ours = cluster.workdir / "ng" / "weather.jsonl", cluster.workdir / "ours" / "weather.jsonl"
     nemo_gym(
-        client_python.parent / "ng_collect_rollouts",
+        nemo_gym_python.parent / "ng_collect_rollouts",
         f"+input_jsonl_fpath={source}", f"+output_jsonl_fpath={ng_out}",
         "+head_server.host=127.0.0.1", f"+head_server.port={port}",
         cwd=cluster.workdir,
@@ -202,13 +188,13 @@ def test_ng_collect_rollouts_writes_the_rows_and_rewards_gym_runner_collect_writ
 
 
 def test_the_quickstart_client_and_gym_runner_talk_get_an_answer(
-    client_python: Path, fronted: tuple[Cluster, int]
+    nemo_gym_python: Path, fronted: tuple[Cluster, int]
 ) -> None:
     cluster, port = fronted
-    site = next(client_python.parents[1].glob("lib/python3.*/site-packages"))
+    site = next(nemo_gym_python.parents[1].glob("lib/python3.*/site-packages"))
     client = site / "responses_api_agents" / "simple_agent" / "client.py"
     head = ("+head_server.host=127.0.0.1", f"+head_server.port={port}")
-    out = nemo_gym(client_python, str(client), *head, cwd=cluster.workdir)
+    out = nemo_gym(nemo_gym_python, str(client), *head, cwd=cluster.workdir)
     output = json.loads(out[out.index("[") :])
     assert output[0]["type"] == "function_call" and output[0]["name"] == "get_weather"
     assert "weather" in output[-1]["content"][0]["text"].lower()
@@ -223,14 +209,16 @@ def test_the_quickstart_client_and_gym_runner_talk_get_an_answer(
 
 
 def test_a_reward_function_verifies_through_the_head_server(
-    client_python: Path, fronted: tuple[Cluster, int]
+    nemo_gym_python: Path, fronted: tuple[Cluster, int]
 ) -> None:
     """As Unsloth's reward function: the resources server found by name, `/verify` posted."""
     cluster, port = fronted
     run_at = server_port(port, f"{AGENTS[WEATHER]}_environment_server")
     rollout = post(run_at, "/run", json.dumps(rows(WEATHER, 1)[0]).encode())[1]
     body = write_rows(cluster.workdir / "verify.json", [{k: v for k, v in rollout.items() if k != "reward"}])
-    out = nemo_gym(client_python, str(CLIENTS), "verify", str(port), WEATHER, str(body), cwd=cluster.workdir)
+    out = nemo_gym(
+        nemo_gym_python, str(CLIENTS), "verify", str(port), WEATHER, str(body), cwd=cluster.workdir
+    )
     (verified,) = client_lines(out)
     assert verified["status"] == 200 and verified["body"]["reward"] == rollout["reward"]
 
@@ -357,7 +345,7 @@ def test_a_failed_rollout_is_a_4xx_with_its_failure_row_and_an_unknown_tool_a_40
     assert post(server_port(port, WEATHER), "/no_such_tool", b"{}") == (404, {"detail": "Not Found"})
 
 
-def test_a_killed_agent_worker_costs_a_redelivery_not_a_row(client_python: Path, tmp_path: Path) -> None:
+def test_a_killed_agent_worker_costs_a_redelivery_not_a_row(nemo_gym_python: Path, tmp_path: Path) -> None:
     """Rollouts in flight on an agent worker that is killed come back, each once, from
     another; while no worker serves the agent, a new `/run` is a 503."""
     fake = FakeOpenAI(delay=1.0)
@@ -372,7 +360,7 @@ def test_a_killed_agent_worker_costs_a_redelivery_not_a_row(client_python: Path,
             sent = [{**row, "_rowidx": i} for i, row in enumerate(rows(WEATHER) * 3)]
             source = write_rows(tmp_path / "rows.jsonl", sent)
             collecting = subprocess.Popen(
-                [str(client_python), str(CLIENTS), "run_examples", str(port), str(source)],
+                [str(nemo_gym_python), str(CLIENTS), "run_examples", str(port), str(source)],
                 cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             )  # fmt: skip
             try:
@@ -400,7 +388,7 @@ def test_a_killed_agent_worker_costs_a_redelivery_not_a_row(client_python: Path,
         server.stop()
 
 
-def test_a_hosted_nemo_gym_agent_runs_through_the_front_too(client_python: Path, tmp_path: Path) -> None:
+def test_a_hosted_nemo_gym_agent_runs_through_the_front_too(nemo_gym_python: Path, tmp_path: Path) -> None:
     """NeMo Gym's own `gymnasium_agent`, hosted on the bus (`serve nemo-gym:...`): its rows
     collected by `run_examples` through the front, as any GymBus agent's."""
     (server,) = built([GYMNASIUM]).values()
@@ -411,7 +399,7 @@ def test_a_hosted_nemo_gym_agent_runs_through_the_front_too(client_python: Path,
         lines = (server / "data" / "example.jsonl").read_text().splitlines()[:3]
         ref = {"name": agent}
         sent = [{**json.loads(line), "agent_ref": ref, "_rowidx": i} for i, line in enumerate(lines)]
-        results = [pair["result"] for pair in run_examples(client_python, port, sent, tmp_path)]
+        results = [pair["result"] for pair in run_examples(nemo_gym_python, port, sent, tmp_path)]
     assert sorted(r["_rowidx"] for r in results) == [0, 1, 2]
     for result in results:
         assert "_ng_failure_class" not in result and isinstance(result["reward"], float), result
@@ -564,7 +552,7 @@ class NemoRlRun:
 
 
 def nemo_rl_run(
-    client_python: Path, vllm_server: VllmServer, ray_address: str, tmp_path: Path, workers: int
+    nemo_gym_python: Path, vllm_server: VllmServer, ray_address: str, tmp_path: Path, workers: int
 ) -> NemoRlRun:
     """NeMo RL's call, in the Ray cluster at `ray_address`: `RunHelper().start` on its config
     dict (GymBus's front with `workers` worker processes among its `config_paths`, its vLLM
@@ -587,7 +575,7 @@ def nemo_rl_run(
     environ |= {"NEMO_GYM_EXTRA_ROOTS": str(NEMO_GYM_ROOT), "GYMBUS_RUNNER": RUNNER_SCRIPT}
     with open(tmp_path / "nemo_gym.err", "w+") as stderr:
         client = subprocess.Popen(
-            [str(client_python), str(CLIENTS), "start_and_run", str(tmp_path / "config.json"), str(source)],
+            [str(nemo_gym_python), str(CLIENTS), "start_and_run", str(tmp_path / "config.json"), str(source)],
             cwd=tmp_path, stdout=subprocess.PIPE, stderr=stderr, text=True, env=environ,
         )  # fmt: skip
         lines, times = _killing_a_worker_at_the_first_result(client, workers, tmp_path)
@@ -645,7 +633,7 @@ def _note_ready(logs: Path, count: int, noted: list[float], timeout: float = 300
 @pytest.mark.timeout(900)  # Ray, NeMo Gym's servers, GymBus's workers, 24 rollouts on vLLM, a redelivery
 @pytest.mark.parametrize("workers", [2, 1])
 def test_nemo_rl_gets_every_row_trainable_from_the_front_it_started_though_a_worker_is_killed(
-    client_python: Path, vllm_server: VllmServer, tmp_path: Path, workers: int
+    nemo_gym_python: Path, vllm_server: VllmServer, tmp_path: Path, workers: int
 ) -> None:
     """`RunHelper().start` with a config dict shaped as NeMo RL's (GymBus's config among its
     `config_paths`, its front configured for `workers` worker processes, its vLLM server as
@@ -658,9 +646,9 @@ def test_nemo_rl_gets_every_row_trainable_from_the_front_it_started_though_a_wor
     logprobs those vLLM gives the same tokens; the rollouts the killed worker held ran again
     (`delivery` 2); the front's log names the replacement; and the last row came within the
     ack wait, a restart and a few seconds."""
-    linked_environments(tmp_path / "venvs", client_python.parents[1])
-    with ray_cluster(client_python.parent / "ray") as ray_address:
-        run = nemo_rl_run(client_python, vllm_server, ray_address, tmp_path, workers)
+    linked_environments(tmp_path / "venvs", nemo_gym_python.parents[1])
+    with ray_cluster(nemo_gym_python.parent / "ray") as ray_address:
+        run = nemo_rl_run(nemo_gym_python, vllm_server, ray_address, tmp_path, workers)
     by_row = Counter(line["result"]["_rowidx"] for line in run.results)
     assert sorted(by_row) == [row["_rowidx"] for row in run.sent] and set(by_row.values()) == {1}
     results = {line["result"]["_rowidx"]: line["result"] for line in run.results}

@@ -23,17 +23,12 @@ from gymbus.runner.collection._summary import ExitCode
 from tests.conftest import EXAMPLES, WEATHER, WEATHER_AGENT
 from tests.fake_openai import free_port
 from tests.integration.test_bounded_results import environment_server_port, wait_listening
+from tests.processes import spawn
 
 pytestmark = pytest.mark.timeout(300)
 
 RUNNER = [sys.executable, "-m", "gymbus.runner"]
 MCQA_AGENT = "mcqa_simple_agent"
-
-
-def spawn(args: list[str], url: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "POLICY_BASE_URL"} | {"NATS_URL": url}
-    with open(log, "ab") as out:
-        return subprocess.Popen([*RUNNER, *args], env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
 def post_run(port: int, row: bytes) -> tuple[int, dict[str, object]]:
