@@ -48,6 +48,8 @@ __all__ = [
 ]
 
 SIDES = ("gymbus", "nemo_gym")
+POLL = 0.05
+"""Seconds between two looks at the stub's calls and the output's rows while a side collects."""
 START_TIMEOUT = 300.0
 """Seconds either stack gets to start (`ng_run` starts Ray and four servers)."""
 STARTS = 5
@@ -174,7 +176,7 @@ def _collect(
             client.kill()
             client.wait()
             raise RuntimeError(f"ng_collect_rollouts against {side} did not finish in 600 s; see {log}")
-        time.sleep(0.05)
+        time.sleep(POLL)
     side_cpu = cpu_seconds(stack) - cpu_before
     if client.returncode != 0 or lines != expected:
         tail = log.read_text(errors="replace")[-3000:]
@@ -182,7 +184,10 @@ def _collect(
             f"ng_collect_rollouts against {side} wrote {lines} of {expected} rollouts "
             f"(exit status {client.returncode}):\n{tail}"
         )
-    return FrontCollection(side, lines, last_line - first_call, side_cpu, usage.ru_utime + usage.ru_stime)
+    # The first call and the last row are seen a poll apart at best: a run shorter than one
+    # poll (a few rows on a quick side) is timed as one poll, never as no time at all.
+    seconds = max(last_line - first_call, POLL)
+    return FrontCollection(side, lines, seconds, side_cpu, usage.ru_utime + usage.ru_stime)
 
 
 def own_weather_stack(tree: Path) -> tuple[list[Path], list[Path]]:
