@@ -22,6 +22,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gymbus.bus import die_with_parent
+
 __all__ = ["MODEL_NAME", "VllmServer", "vllm_python"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,8 +107,14 @@ class VllmServer:
         began = time.monotonic()
         with self.log_path.open("wb") as log:
             session = {"start_new_session": True} if self.own_session else {"process_group": 0}
+            # Dies with the test process too, even one killed before its fixtures' teardown.
             self.process = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, **session
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=die_with_parent,
+                **session,
             )
         try:
             self._wait_ready(began + START_TIMEOUT)
