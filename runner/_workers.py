@@ -253,8 +253,7 @@ class Supervised:
     def check(self) -> None:
         """`BusUnavailable` once a group was given up on with none of its processes left."""
         for group in self.groups:
-            if group.failed and not group.alive:
-                group.check()
+            group.check()
 
     async def stop(self, timeout: float) -> None:
         """Stop supervising, then stop every group (see `WorkerProcesses.stop`). In threads:
