@@ -37,17 +37,24 @@ IN_FLIGHT = 64
 
 
 async def stored_results(url: str, until: asyncio.Event) -> list[int]:
-    """The results stream's message count, every 50 ms until `until` is set."""
+    """The results stream's message count, every 50 ms until `until` is set, and once
+    more after: the last count is what is left once the work has ended, not a sample
+    taken up to 50 ms before."""
     nc = await nats.connect(url)
-    counts = []
+    counts: list[int] = []
     try:
         js = nc.jetstream()
-        while not until.is_set():
+
+        async def sample() -> None:
             try:
                 counts.append((await js.stream_info(bus.subjects.RESULTS_STREAM)).state.messages)
             except nats.js.errors.NotFoundError:
-                pass
+                counts.append(0)  # no stream (yet): nothing stored
+
+        while not until.is_set():
+            await sample()
             await asyncio.sleep(0.05)
+        await sample()
     finally:
         await nc.close()
     return counts
