@@ -31,6 +31,7 @@ import yaml
 from bench._procs import stop_ng_run
 from bench._ray import RAY_ENVIRONMENT
 from gymbus.functions.nemo_gym import requirements_of, virtual_env
+from gymbus.functions.nemo_gym._resolve import resolve
 from gymbus.functions.nemo_gym._venv import pinned, tool_path
 from gymbus.schemas import GymError
 
@@ -183,12 +184,17 @@ class OwnStack:
 
     def _link_environments(self, config_file: Path, models: set[str]) -> Path:
         """A tree `<kind>/<name>/.venv` of links to the environments GymBus built (building
-        any not built yet) for every server directory the config names and the census's
-        `models`; one GymBus cannot build is left to NeMo Gym's own installer."""
+        any not built yet) for every server directory the config names once resolved as
+        NeMo Gym resolves it (an agent it inherits lives in another directory than the
+        config's own document says) and the census's `models`; one GymBus cannot build is
+        left to NeMo Gym's own installer."""
         root = self.work / "venvs"
         root.mkdir(parents=True, exist_ok=True)
         directories = {self.tree / "responses_api_models" / model for model in models}
-        document = yaml.safe_load(config_file.read_text()) or {}
+        try:  # what ng_run will start: the servers its `config_paths` and `_inherit_from` bring in too
+            document = resolve(config_file, self.tree)
+        except GymError:  # NeMo Gym refuses it too, and says so as it starts
+            document = yaml.safe_load(config_file.read_text()) or {}
         for value in document.values():
             if isinstance(value, dict):
                 for kind in _KINDS:
