@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -108,12 +109,16 @@ class VllmServer:
         with self.log_path.open("wb") as log:
             session = {"start_new_session": True} if self.own_session else {"process_group": 0}
             # Dies with the test process too, even one killed before its fixtures' teardown.
+            # Only when started from the main thread: the signal comes when the thread that
+            # started it ends, and a test that restarts a server from a thread of its own
+            # would see the new server die as that thread returns (its fixtures stop it).
+            on_main = threading.current_thread() is threading.main_thread()
             self.process = subprocess.Popen(
                 self.command(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                preexec_fn=die_with_parent,
+                preexec_fn=die_with_parent if on_main else None,
                 **session,
             )
         try:

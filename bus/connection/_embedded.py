@@ -80,7 +80,9 @@ def write_seed(path: Path) -> str:
 def die_with_parent(signum: int = signal.SIGTERM) -> None:
     """In a child process (as `preexec_fn`): get `signum` when the parent dies (Linux).
     Pair it with `start_new_session=True`: a child in its parent's process group gets the
-    terminal's Ctrl-C too, and would stop before the parent has finished with it."""
+    terminal's Ctrl-C too, and would stop before the parent has finished with it. Linux
+    sends it when the *thread* that started the child ends: start children from a thread
+    that lives as long as they should (the main thread, or an event loop's)."""
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signum)
 
