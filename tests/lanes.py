@@ -18,6 +18,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "integration/test_adapter_delivery.py": ("vllm", "trl", "cluster"),
     "integration/test_async_trainer.py": ("vllm", "trl"),
     "integration/test_async_two_servers.py": ("vllm", "trl"),
+    "integration/test_tool_learning.py": ("vllm", "trl"),
     "functions/test_nemo_gym_config.py": ("nemo_gym",),
     "integration/test_bench_nemo_gym_front.py": ("nemo_gym",),
     "integration/test_cluster.py": ("cluster",),
