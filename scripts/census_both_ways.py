@@ -37,9 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from census_endpoint import Recorder
-from census_nemo_gym import POLICY, OwnStack, materialize, model_names, needs_vllm
+from census_nemo_gym import POLICY, STOPPED, OwnStack, materialize, model_names, needs_vllm
 from census_verdict import (
     CLASSES,
+    TIMED_OUT,
     BothWays,
     Side,
     cause,
@@ -344,11 +345,19 @@ async def _nemo_gym_side(plan: _Plan, result: BothWays, config_file: Path) -> tu
 
 async def _nemo_gym_collect(plan: _Plan, result: BothWays, own: OwnStack) -> Side:
     output = plan.work / "nemo_gym.jsonl"
-    status = await asyncio.to_thread(own.collect, result.agent, plan.rows, output, plan.timeouts.rollout * 3)
+    limit = plan.timeouts.rollout * 3
+    status = await asyncio.to_thread(own.collect, result.agent, plan.rows, output, limit)
     rewards = _collected(output)
     rows = len(plan.rows.read_text().splitlines())
     if len(rewards) == rows and status == 0:
         side = Side(outcome="works", why=f"collected {rows}/{rows}")
+    elif status == STOPPED:  # its log ends mid-run: no last exception to read
+        timed_out = TIMED_OUT.format(limit=limit)
+        side = Side(
+            outcome="fails",
+            why=f"collect ({rows - len(rewards)}/{rows} failed): {timed_out}",
+            cause=timed_out,
+        )
     else:
         said = _failure_reason(plan.work / "nemo_gym_failures.jsonl") or output.with_suffix(".log").read_text(
             errors="replace")[-3000:]  # fmt: skip

@@ -35,7 +35,7 @@ from gymbus.functions.nemo_gym._resolve import resolve
 from gymbus.functions.nemo_gym._venv import pinned, tool_path
 from gymbus.schemas import GymError
 
-__all__ = ["OwnStack", "materialize", "model_names", "needs_vllm", "ray_binary"]
+__all__ = ["STOPPED", "OwnStack", "materialize", "model_names", "needs_vllm", "ray_binary"]
 
 _KINDS = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
 POLICY = "policy_model"
@@ -46,6 +46,8 @@ START_TIMEOUT = 300.0
 """Seconds `ng_run` gets to start every server of the config."""
 OWN_INSTALL_TIMEOUT = 900.0
 """Seconds `ng_run` gets where NeMo Gym's own installer builds an environment first."""
+STOPPED = -1
+"""The status of a command the census stopped at its time limit."""
 
 
 def ray_binary() -> Path:
@@ -246,7 +248,7 @@ class OwnStack:
             try:
                 status = process.wait(timeout)
             except subprocess.TimeoutExpired:
-                status = -1
+                status = STOPPED
             for sent in (signal.SIGINT, signal.SIGKILL):
                 try:
                     os.killpg(process.pid, sent)

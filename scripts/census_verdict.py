@@ -44,6 +44,7 @@ __all__ = [
     "compare_requests",
     "judge",
     "same_cause",
+    "TIMED_OUT",
     "settle_collected",
     "settle_reverified",
     "unevidenced",
@@ -69,6 +70,10 @@ _QUOTED = re.compile(r"(?=NeMo Gym server \S+ (?:refused the request to|failed o
 each of those nested in one another (a lookahead: the innermost is the last found)."""
 _WRAPPING = re.compile(r"\"\}+'?$")
 """What an error body quoted inside another's (`b'{"error": {... "message": "..."}}'`) ends with."""
+_TIMED_OUT = re.compile(r"did not finish (?:before its deadline|within the census's)")
+"""A time-out's cause on either side: GymBus's `deadline_exceeded`, the census's `TIMED_OUT`."""
+TIMED_OUT = "did not finish within the census's {limit:.0f} s"
+"""The cause of a NeMo Gym collection the census stopped at its limit (its log ends mid-run)."""
 _FOLDERS = re.compile(r"(?<![\w:/.])/(?:[^\s/'\"]+/)+")
 
 
@@ -144,7 +149,11 @@ def _comparable(text: str) -> str:
 
 def same_cause(ours: str, theirs: str) -> bool:
     """Whether two causes say the same, spelled alike but for punctuation, folders and
-    long numbers; one cut short (or quoted within the other) matches the rest."""
+    long numbers; one cut short (or quoted within the other) matches the rest. Two
+    time-outs match: each side words its own (GymBus a rollout's deadline, NeMo Gym's
+    collection stopped at the census's limit), and what each waited on is in its log."""
+    if _TIMED_OUT.search(ours) and _TIMED_OUT.search(theirs):
+        return True
     a, b = sorted((_comparable(ours), _comparable(theirs)), key=len)
     return bool(a) and (a == b or (len(a) >= 20 and a in b))
 

@@ -16,6 +16,7 @@ sys.path.insert(0, str(SCRIPTS))
 
 from census_verdict import (  # noqa: E402
     CLASSES,
+    TIMED_OUT,
     BothWays,
     Side,
     cause,
@@ -95,6 +96,18 @@ def test_causes_match_across_folders_ports_and_a_cut_but_not_across_failures() -
     assert not same_cause("RuntimeError: Process `swe_rebench_resources_server` finished unexpectedly!",
                           "sandbox_timeout")  # fmt: skip
     assert not same_cause("", "")  # no cause read on either side is no match
+
+
+def test_a_time_out_on_each_side_is_one_cause_and_a_time_out_against_a_failure_is_not() -> None:
+    """terminal_bench_4: GymBus's rollouts reach their deadline, NeMo Gym's collection is
+    stopped at the census's limit; the policy got no call on either side."""
+    theirs = TIMED_OUT.format(limit=540.0)
+    assert theirs == "did not finish within the census's 540 s"
+    assert same_cause("deadline_exceeded: the rollout did not finish before its deadline", theirs)
+    assert not same_cause("RuntimeError: Process `terminal_bench_4` finished unexpectedly!", theirs)
+    assert not same_cause(
+        "deadline_exceeded: the rollout did not finish before its deadline", "sandbox_timeout"
+    )
 
 
 def test_a_server_whose_sides_fail_differently_is_its_own_class_listed_first(tmp_path: Path) -> None:
