@@ -286,8 +286,8 @@ async def _poison_queue(url: str, run: str, bodies: tuple[bytes, ...]) -> tuple[
         results.append((int((msg.headers or {})["Gym-Seq"]), str(row.get("_ng_failure_class"))))
 
     try:
-        await nc.subscribe(bus.subjects.results(run), cb=keep)
-        js = nc.jetstream()
+        await nc.client.subscribe(bus.subjects.results(run), cb=keep)
+        js = nc.js
         for seq, body in enumerate(bodies):
             headers = bus.run.task_headers(run, seq, 0, time.time() + 600)
             await js.publish(bus.subjects.tasks(WEATHER_AGENT), body, headers=headers)

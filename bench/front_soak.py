@@ -130,7 +130,7 @@ async def _soak(fleet: Fleet, url: str, minutes: float, rate: float) -> list[Min
 
 
 async def _sample(fleet: Fleet, nc: object, minute: int, answered: dict[int, int]) -> Minute:
-    js = nc.jetstream()  # type: ignore[attr-defined]
+    js = nc.js  # type: ignore[attr-defined]
     results = (await js.stream_info(bus.subjects.RESULTS_STREAM)).state
     tasks = (await js.stream_info(bus.subjects.TASKS_STREAM)).state
     server = fleet.server._process

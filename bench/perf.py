@@ -131,7 +131,7 @@ async def _round_trips(url: str, seconds: float, concurrency: int) -> float:
     async def loop() -> None:
         nonlocal done
         while time.monotonic() < stop_at:
-            await nc.request(ECHO, b"x" * 64, timeout=5)
+            await nc.client.request(ECHO, b"x" * 64, timeout=5)
             done += 1
 
     started = time.monotonic()
@@ -217,9 +217,9 @@ async def _latencies(url: str, samples: int) -> tuple[float, float]:
     async def arrived(msg: object) -> None:
         results.put_nowait(time.perf_counter())
 
-    await nc.subscribe(bus.subjects.results("p6"), cb=arrived)
-    js = nc.jetstream()
-    await bus.run.ensure_streams(js)
+    await nc.client.subscribe(bus.subjects.results("p6"), cb=arrived)
+    js = nc.js
+    await bus.run.ensure_streams(nc)
     queued = []
     for seq in range(samples):
         started = time.perf_counter()

@@ -352,7 +352,7 @@ async def _purge_as_producer(url: str, key: Path) -> str | None:
     """What the producer's key managed of purging or deleting a stream and publishing a
     result (`None`: every try was refused)."""
     nc = await bus.connect(url, name="soak producer", auth=bus.BusAuth(nkey=key), role="producer")
-    js = nc.jetstream(timeout=0.5)
+    js = nc.client.jetstream(timeout=0.5)
     try:
         for stream in (bus.subjects.CLAIMS_STREAM, bus.subjects.TASKS_STREAM, bus.subjects.RESULTS_STREAM):
             for attempt in (js.purge_stream, js.delete_stream):
@@ -361,7 +361,7 @@ async def _purge_as_producer(url: str, key: Path) -> str | None:
                     return f"{attempt.__name__} {stream}"
                 except (TimeoutError, nats.errors.Error):
                     pass  # refused: the server drops the request and says so
-        await nc.publish(bus.subjects.results("soak"), b'{"reward": 999.0}')
+        await nc.client.publish(bus.subjects.results("soak"), b'{"reward": 999.0}')
         try:
             await bus.connection.check_permitted(nc, [bus.subjects.results("soak")], "producer")
         except NotAuthorized:

@@ -39,10 +39,10 @@ async def echo() -> None:
     nc = await bus.connect(os.environ["NATS_URL"], name="bench-echo")
 
     async def reply(msg: Msg) -> None:
-        await nc.publish(msg.reply, msg.data)
+        await nc.client.publish(msg.reply, msg.data)
 
-    await nc.subscribe(ECHO, queue="echo", cb=reply)
-    await nc.flush()
+    await nc.client.subscribe(ECHO, queue="echo", cb=reply)
+    await nc.client.flush()
     await _until_stopped()
     await nc.close()
 

@@ -4,7 +4,7 @@ functions it hosts are `functions`', which know nothing of NATS.
 
 Its rooms (`ROOMS`), from the bottom up (each imports only the ones before it):
 
-    cluster     the bus's storage on a cluster that may still be forming
+    cluster     the connection's owner, and the bus's storage on a cluster that may still be forming
     wire        subjects, encoding, requests, retries, claim checks
     security    credentials and roles
     connection  connecting, the embedded server, who serves what
@@ -19,6 +19,7 @@ the rest is the rooms' own (`gymbus.bus.run`, ...).
 
 from .connection import (
     Bus,
+    Connection,
     EmbeddedServer,
     QueueDepth,
     ServiceStats,
@@ -69,6 +70,7 @@ __all__ = [
     "ROOMS",
     "Bus",
     "BusAuth",
+    "Connection",
     "EmbeddedServer",
     "Endpoint",
     "Handler",

@@ -10,10 +10,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from nats.aio.client import Client
 
 from gymbus import bus
-from gymbus.bus import environment_service, model_service
+from gymbus.bus import Connection, environment_service, model_service
 from gymbus.functions import MemoryState, ModelOptions
 from gymbus.functions.registry import ENVIRONMENTS, MODELS
 from tests.fake_openai import FakeOpenAI, ServerThread
@@ -96,21 +95,21 @@ def own_server() -> Iterator[str]:
 
 
 @pytest.fixture
-async def nc(nats_url: str) -> AsyncIterator[Client]:
+async def nc(nats_url: str) -> AsyncIterator[Connection]:
     client = await bus.connect(nats_url, name="test")
     yield client
     await client.close()
 
 
 @pytest.fixture
-async def host(nc: Client) -> AsyncIterator[bus.ServiceHost]:
+async def host(nc: Connection) -> AsyncIterator[bus.ServiceHost]:
     worker_host = bus.ServiceHost(nc)
     yield worker_host
     await worker_host.stop()
 
 
 @pytest.fixture
-async def weather_functions(host: bus.ServiceHost, nc: Client) -> bus.ServiceHost:
+async def weather_functions(host: bus.ServiceHost, nc: Connection) -> bus.ServiceHost:
     """The weather environment and the offline policy, served on the test bus."""
     await host.add(environment_service(ENVIRONMENTS[WEATHER], MemoryState()))
     await host.add(model_service("offline", "policy", MODELS["offline"].make(ModelOptions())))

@@ -22,9 +22,8 @@ import time
 from pathlib import Path
 
 import nats.errors
-from nats.aio.client import Client
 
-from gymbus.bus import subjects
+from gymbus.bus import Connection, subjects
 from gymbus.functions import environments
 
 HEAVY = (
@@ -121,11 +120,11 @@ module it imported to the file given first when it exits. Not `-X importtime`: i
 what `importlib.import_module` imports, as the registry does."""
 
 
-async def _until_it_answers(nc: Client, subject: str, worker: subprocess.Popen[bytes]) -> None:
+async def _until_it_answers(nc: Connection, subject: str, worker: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
     while True:
         try:
-            await nc.request(subject, b'{"city": "Rome"}', timeout=5)
+            await nc.client.request(subject, b'{"city": "Rome"}', timeout=5)
             return
         except nats.errors.NoRespondersError:
             assert worker.poll() is None, f"the worker exited with code {worker.returncode}"
@@ -144,7 +143,7 @@ def _stopped(worker: subprocess.Popen[bytes]) -> int:
 
 
 async def test_a_weather_worker_imports_no_other_environment(
-    nats_url: str, nc: Client, tmp_path: Path
+    nats_url: str, nc: Connection, tmp_path: Path
 ) -> None:
     imported = tmp_path / "modules.json"
     command = [sys.executable, "-c", WORKER, str(imported), "serve", WEATHER]

@@ -18,12 +18,10 @@ from typing import TypeVar
 
 import nats.errors
 import nats.js.errors
-from nats.js import JetStreamContext
 
 from gymbus.schemas import DEFAULT_TIMEOUTS, Timeouts
 
-from ._refusals import was_refused
-from ._replicas import replicas_of
+from ._connection import Connection
 
 __all__ = ["PEERS_UNKNOWN", "retry_while_forming"]
 
@@ -36,9 +34,9 @@ T = TypeVar("T")
 
 
 async def retry_while_forming(
-    js: JetStreamContext, call: Callable[[], Awaitable[T]], timeouts: Timeouts = DEFAULT_TIMEOUTS
+    conn: Connection, call: Callable[[], Awaitable[T]], timeouts: Timeouts = DEFAULT_TIMEOUTS
 ) -> T:
-    """`await call()`, asked again while the cluster behind `js` is forming."""
+    """`await call()`, asked again while the cluster behind `conn` is forming."""
     deadline = time.monotonic() + timeouts.cluster_forming
     wait = 0.25
     while True:
@@ -50,7 +48,7 @@ async def retry_while_forming(
             nats.js.errors.ServiceUnavailableError,
             nats.js.errors.NoStreamResponseError,  # a stream's leader is being elected
         ) as exc:
-            if replicas_of(js) == 1 or was_refused(js) or time.monotonic() + wait > deadline:
+            if conn.replicas == 1 or conn.was_refused() or time.monotonic() + wait > deadline:
                 raise
             reason = type(exc).__name__
         except nats.js.errors.BadRequestError as exc:

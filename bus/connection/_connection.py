@@ -14,24 +14,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 import re
-import time
-import weakref
 from asyncio import FIRST_COMPLETED
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import nats
 import nats.js.errors
 from nats.aio.client import Client
-from nats.js import JetStreamContext
 
 from gymbus.schemas import DEFAULT_TIMEOUTS, BusError, BusUnavailable, NotAuthorized, Timeouts, redact_url
 
-from ..cluster import refusals, replicas_from_env, set_replicas
+from ..cluster import Connection, replicas_from_env
 from ..security import BusAuth
 from ..wire import request
 from ._discovery import (
@@ -56,7 +53,6 @@ __all__ = [
     "check_permitted",
     "connect",
     "connect_bus",
-    "lost_for",
     "lost_for_good",
     "nats_url_from_env",
     "open_bus",
@@ -64,10 +60,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("gymbus.bus")
-
-Connection = Client
-"""A connection to the bus, as `connect` makes it (nats-py's client). A runner holds a
-`Bus` instead, whose methods (and the bus objects that take it) do what it needs."""
 
 
 def nats_url_from_env() -> str | None:
@@ -85,7 +77,7 @@ _REFUSED = ("authorization violation", "authentication", "user authentication ex
 
 
 async def check_permitted(
-    nc: Client,
+    conn: Connection,
     wanted: list[str] | None,
     role: str,
     timeout: float = DEFAULT_TIMEOUTS.connect,
@@ -95,14 +87,14 @@ async def check_permitted(
     this connection (made with `auth`, if given: the message says which credentials). nats-server
     reports a permissions violation asynchronously, never as a reply, so this first waits until
     the server has handled everything sent so far."""
-    await _handled(nc, timeout)
-    denied = [subject for subject in _refused_subjects(nc) if wanted is None or subject in wanted]
+    await _handled(conn, timeout)
+    denied = [subject for subject in _refused_subjects(conn) if wanted is None or subject in wanted]
     if denied:
         raise NotAuthorized(_denied_message(denied, role, auth))
 
 
-def _refused_subjects(nc: Client) -> list[str]:
-    return [message.split('"')[1] for message in refusals(nc) if message.count('"') >= 2]
+def _refused_subjects(conn: Connection) -> list[str]:
+    return [message.split('"')[1] for message in conn.refusals if message.count('"') >= 2]
 
 
 _ROLE_FILE = re.compile(r"^(runner|producer|monitor|admin|adapters|(agent|env|model|nemo-gym)-.+)$")
@@ -125,15 +117,15 @@ def _denied_message(denied: list[str], role: str, auth: BusAuth | None) -> str:
     return f"the server does not let these credentials ({used}) use {subjects}: {needed}"
 
 
-async def _handled(nc: Client, timeout: float) -> None:
+async def _handled(conn: Connection, timeout: float) -> None:
     """Return once the server has handled what this connection sent before, and any error
     it caused has reached the error callback. A message to our own inbox travels behind
-    those and comes back after their errors; `nc.flush()` is not enough, because nats-py
+    those and comes back after their errors; `flush()` is not enough, because nats-py
     writes its PING ahead of publishes still in its buffer."""
-    inbox = nc.new_inbox()
-    echo = await nc.subscribe(inbox, max_msgs=1)
+    inbox = conn.client.new_inbox()
+    echo = await conn.client.subscribe(inbox, max_msgs=1)
     try:
-        await nc.publish(inbox, b"")
+        await conn.client.publish(inbox, b"")
         await echo.next_msg(timeout=timeout)
     except (TimeoutError, nats.errors.Error):
         pass  # no answer to wait for: what was refused so far is all we can report
@@ -150,23 +142,11 @@ def _refusal_message(url: str, auth: BusAuth, role: str) -> str:
     )
 
 
-_lost_at: weakref.WeakKeyDictionary[Client, float] = weakref.WeakKeyDictionary()
-"""When each connection `connect` made lost its server, while it has not found one again."""
-
-
-def lost_for(nc: Client) -> float:
-    """Seconds `nc` has been without a server (0 while connected; infinite once closed)."""
-    if nc.is_closed:
-        return math.inf
-    since = _lost_at.get(nc)
-    return 0.0 if since is None or nc.is_connected else time.monotonic() - since
-
-
-async def lost_for_good(nc: Client, window: float = DEFAULT_TIMEOUTS.reconnect_window) -> None:
-    """Return once `nc` has been without a server for `window` seconds on end: what a
+async def lost_for_good(conn: Connection, window: float = DEFAULT_TIMEOUTS.reconnect_window) -> None:
+    """Return once `conn` has been without a server for `window` seconds on end: what a
     stopping process still waits for cannot come (a restarted server is back sooner).
     Never returns while the connection stays up."""
-    while lost_for(nc) < window:
+    while conn.lost_for() < window:
         await asyncio.sleep(DEFAULT_TIMEOUTS.silence_check)
 
 
@@ -178,7 +158,7 @@ async def connect(
     auth: BusAuth | None = None,
     role: str = "client",
     replicas: int | None = None,
-) -> Client:
+) -> Connection:
     """A connection to `url` (one server, or several comma-separated) that reconnects
     forever once established, with `auth` (default: from the environment).
 
@@ -187,67 +167,84 @@ async def connect(
     `NotAuthorized` at once, naming the `role` this process needs. `replicas` (default
     `GYMBUS_REPLICAS`) is how many copies of a stream or bucket it creates.
     """
-    auth = BusAuth.from_env() if auth is None else auth
-    try:
-        auth.check()
-    except ValueError as exc:
-        raise NotAuthorized(f"cannot use the NATS credentials: {exc}") from None
+    auth = _usable(auth)
     urls = split_urls(url)
-    nc = Client()
-    refused = asyncio.Event()
-    denied = refusals(nc)
-
-    async def on_error(exc: Exception) -> None:
-        text = str(exc).lower()
-        if isinstance(exc, nats.errors.AuthorizationError) or any(word in text for word in _REFUSED):
-            refused.set()
-        elif _PERMISSIONS in text:
-            denied.append(str(exc))
-            del denied[:-100]  # the latest are what a check asks about
-            log.warning("the server refused this process's role: %s", str(exc).removeprefix("nats: "))
-        else:
-            log.debug("nats: %s: %s", type(exc).__name__, exc)
-
-    async def disconnected() -> None:
-        if not nc.is_closed:  # closing on purpose is no news
-            _lost_at.setdefault(nc, time.monotonic())
-            log.warning("lost the connection to NATS; reconnecting")
-
-    async def reconnected() -> None:
-        _lost_at.pop(nc, None)
-        log.warning("reconnected to NATS")
-
+    conn = Connection(Client(), timeout=timeouts.connect)
+    watch = _Watch(conn)
     connecting = asyncio.ensure_future(
-        nc.connect(
-            urls,
-            name=name,
-            connect_timeout=max(1, int(timeouts.connect)),
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=0.5,  # type: ignore[arg-type]  # nats-py accepts float seconds
-            error_cb=on_error,
-            disconnected_cb=disconnected,
-            reconnected_cb=reconnected,
-            drain_timeout=max(1, int(timeouts.drain)),
-            **auth.connect_options(urls),
-        )
+        conn.client.connect(urls, **_options(name, timeouts, auth, urls, watch))
     )
-    refusal = asyncio.ensure_future(refused.wait())
+    refusal = asyncio.ensure_future(watch.refused.wait())
     probing = asyncio.ensure_future(why_unreachable(urls, timeouts.connect))  # said only if needed
     try:
         await asyncio.wait({connecting, refusal}, timeout=timeouts.connect, return_when=FIRST_COMPLETED)
-        if connecting.done() and connecting.exception() is None and not refused.is_set():
-            await _require_jetstream(nc, url, timeouts)
-            set_replicas(nc, replicas_from_env() if replicas is None else replicas)
-            return nc
+        if connecting.done() and connecting.exception() is None and not watch.refused.is_set():
+            await _require_jetstream(conn, url)
+            conn.replicas = replicas_from_env() if replicas is None else replicas
+            return conn
         connecting.cancel()
         failure = None if not connecting.done() or connecting.cancelled() else connecting.exception()
-        await nc.close()
-        if refused.is_set():
+        await conn.close()
+        if watch.refused.is_set():
             raise NotAuthorized(_refusal_message(url, auth, role))
         raise BusUnavailable(_unreachable_message(url, timeouts, failure, await _probed(probing, timeouts)))
     finally:
         refusal.cancel()
         probing.cancel()
+
+
+def _usable(auth: BusAuth | None) -> BusAuth:
+    """`auth` (default: from the environment), or `NotAuthorized` saying why it cannot be used."""
+    auth = BusAuth.from_env() if auth is None else auth
+    try:
+        auth.check()
+    except ValueError as exc:
+        raise NotAuthorized(f"cannot use the NATS credentials: {exc}") from None
+    return auth
+
+
+class _Watch:
+    """nats-py's callbacks for one connection: refused credentials end the first attempt
+    (`refused`), a refused subject is recorded on the connection, and losing and finding
+    the server is timed there."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.refused = asyncio.Event()
+
+    async def on_error(self, exc: Exception) -> None:
+        text = str(exc).lower()
+        if isinstance(exc, nats.errors.AuthorizationError) or any(word in text for word in _REFUSED):
+            self.refused.set()
+        elif _PERMISSIONS in text:
+            self.conn.refused(str(exc))
+            log.warning("the server refused this process's role: %s", str(exc).removeprefix("nats: "))
+        else:
+            log.debug("nats: %s: %s", type(exc).__name__, exc)
+
+    async def disconnected(self) -> None:
+        if not self.conn.is_closed:  # closing on purpose is no news
+            self.conn.lost()
+            log.warning("lost the connection to NATS; reconnecting")
+
+    async def reconnected(self) -> None:
+        self.conn.found()
+        log.warning("reconnected to NATS")
+
+
+def _options(name: str, timeouts: Timeouts, auth: BusAuth, urls: list[str], watch: _Watch) -> dict[str, Any]:
+    """nats-py's `connect` options: reconnect forever once connected, report through `watch`."""
+    return dict(
+        name=name,
+        connect_timeout=max(1, int(timeouts.connect)),
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,  # nats-py accepts float seconds
+        error_cb=watch.on_error,
+        disconnected_cb=watch.disconnected,
+        reconnected_cb=watch.reconnected,
+        drain_timeout=max(1, int(timeouts.drain)),
+        **auth.connect_options(urls),
+    )
 
 
 async def _probed(probing: asyncio.Future[str | None], timeouts: Timeouts) -> str | None:
@@ -265,18 +262,18 @@ def _unreachable_message(url: str, timeouts: Timeouts, failure: BaseException | 
     return f"{where} ({type(failure).__name__ if failure is not None else 'TimeoutError'})"
 
 
-async def _require_jetstream(nc: Client, url: str, timeouts: Timeouts) -> None:
+async def _require_jetstream(conn: Connection, url: str) -> None:
     """`BusUnavailable`, in one line with the fix, when the server has no JetStream (started
     without `-js`): the task queue, sessions and results all live in it. The server's INFO
     says so; only then is JetStream asked, since a server of a cluster may reach it
     through another. Any other answer (a timeout, a refused role) is left to the calls
     that need JetStream."""
-    if nc._server_info.get("jetstream"):  # nats-py keeps the INFO it read; no public accessor
+    if conn.server_info().get("jetstream"):
         return
     try:
-        await nc.jetstream(timeout=timeouts.connect).account_info()
+        await conn.js.account_info()
     except (nats.js.errors.ServiceUnavailableError, nats.errors.NoRespondersError):
-        await nc.close()
+        await conn.close()
         raise BusUnavailable(
             f"NATS at {redact_url(url)} has no JetStream, where GymBus keeps its task queues, sessions and "
             "results: start nats-server with -js (`nats-server -js`), or `jetstream {}` in its config"
@@ -287,23 +284,22 @@ async def _require_jetstream(nc: Client, url: str, timeouts: Timeouts) -> None:
 
 @dataclass
 class Bus:
-    """A live connection: the client, its JetStream context, and the embedded server if
-    this process started one (then `url` is the embedded server's). What a runner needs of
-    the connection is a method here (or takes the `Bus`): the runner holds no NATS objects."""
+    """A live connection (`conn`) and the embedded server if this process started one (then
+    `url` is the embedded server's). What a runner needs of the connection is a method here
+    (or takes the `Bus`): the runner holds no NATS objects."""
 
-    nc: Client
-    js: JetStreamContext
+    conn: Connection
     url: str
     embedded: EmbeddedServer | None
 
     @classmethod
-    def over(cls, nc: Client, url: str = "") -> Bus:
+    def over(cls, conn: Connection, url: str = "") -> Bus:
         """A `Bus` over a connection made with `connect`, which its maker closes."""
-        return cls(nc=nc, js=nc.jetstream(), url=url, embedded=None)
+        return cls(conn=conn, url=url, embedded=None)
 
     async def close(self, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
         """Drain the connection (up to `timeouts.drain`), or close it if the server is gone."""
-        await _close(self.nc, timeouts)
+        await _close(self.conn, timeouts)
 
     def worker_auth(self) -> BusAuth:
         """The credentials of worker processes this process starts on its embedded
@@ -315,47 +311,47 @@ class Bus:
     ) -> set[str]:
         """Which of `services` some live worker serves, waiting up to `timeout` seconds for
         those none does yet (`served_within`)."""
-        return await served_within(self.nc, services, timeout, check)
+        return await served_within(self.conn, services, timeout, check)
 
     async def wait_served(
         self, services: list[str], timeout: float, check: Callable[[], None] | None = None
     ) -> None:
         """Until every one of `services` is served; `BusUnavailable` after `timeout` (`wait_served`)."""
-        await wait_served(self.nc, services, timeout, check)
+        await wait_served(self.conn, services, timeout, check)
 
     async def request(
         self, subject: str, body: bytes, timeout: float, headers: Mapping[str, str] | None = None
     ) -> bytes:
         """The reply to `body` on `subject` (`bus.request`: its errors are `GymError`s)."""
-        return await request(self.nc, subject, body, timeout=timeout, headers=headers)
+        return await request(self.conn, subject, body, timeout=timeout, headers=headers)
 
     async def service_infos(
         self, name: str | None = None, window: float = DEFAULT_TIMEOUTS.discovery
     ) -> list[ServiceInfo]:
         """The live services (named `name`, or all), as they answer within `window` seconds."""
-        return await service_infos(self.nc, name, window)
+        return await service_infos(self.conn, name, window)
 
     async def service_stats(self, window: float = DEFAULT_TIMEOUTS.discovery) -> list[ServiceStats]:
         """Every live service's stats, as they answer within `window` seconds."""
-        return await service_stats(self.nc, window=window)
+        return await service_stats(self.conn, window=window)
 
     async def task_queues(self) -> list[QueueDepth]:
         """Every agent's task queue (`task_queues`)."""
-        return await task_queues(self.nc)
+        return await task_queues(self.conn)
 
     async def served_agents(self, window: float = DEFAULT_TIMEOUTS.discovery) -> dict[str, str]:
         """The live agents, each with the environment its service names (`served_agents`)."""
-        return await served_agents(self.nc, window)
+        return await served_agents(self.conn, window)
 
     async def model_servers(
         self, agents: set[str], window: float = DEFAULT_TIMEOUTS.discovery
     ) -> dict[str, set[str]]:
         """The inference servers of the models `agents` call (`model_servers`)."""
-        return await model_servers(self.nc, agents, window)
+        return await model_servers(self.conn, agents, window)
 
     async def unserved(self, agents: set[str], window: float = DEFAULT_TIMEOUTS.discovery) -> dict[str, str]:
         """Why each of `agents` cannot run now, if it cannot (`unserved`)."""
-        return await unserved(self.nc, agents, window)
+        return await unserved(self.conn, agents, window)
 
 
 _RUNNER_ROLES = ("runner", "monitor", "producer")
@@ -399,34 +395,34 @@ async def open_bus(
         log.info("started embedded nats-server at %s", url)
     auth = BusAuth.from_env() if auth is None else auth
     try:
-        nc = await connect(url, name=name, timeouts=timeouts, auth=auth, role=role)
+        conn = await connect(url, name=name, timeouts=timeouts, auth=auth, role=role)
         try:
-            yield Bus(nc=nc, js=nc.jetstream(), url=url, embedded=embedded)
+            yield Bus(conn=conn, url=url, embedded=embedded)
         except (TimeoutError, nats.errors.Error, BusError) as exc:
             # A subject the role may not use is refused asynchronously, and what waited on
             # it only times out: say the cause, not the timeout.
-            denied = _refused_subjects(nc)
+            denied = _refused_subjects(conn)
             if denied and not isinstance(exc, NotAuthorized):
                 raise NotAuthorized(_denied_message(denied, role, auth)) from exc
             raise
         finally:
-            await _close(nc, timeouts)
+            await _close(conn, timeouts)
     finally:
         if embedded is not None:
             embedded.stop()
 
 
-async def _close(nc: Client, timeouts: Timeouts) -> None:
-    if nc.is_closed:
+async def _close(conn: Connection, timeouts: Timeouts) -> None:
+    if conn.is_closed:
         return
-    if lost_for(nc) > 0:  # nothing to drain through: the server is gone
+    if conn.lost_for() > 0:  # nothing to drain through: the server is gone
         with contextlib.suppress(nats.errors.Error, OSError):
-            await nc.close()
+            await conn.close()
         return
     # A server that is gone breaks the drain with a socket error: never let it hide the
     # error that ended the work.
     try:
-        await asyncio.wait_for(nc.drain(), timeouts.drain)
+        await asyncio.wait_for(conn.client.drain(), timeouts.drain)
     except (TimeoutError, nats.errors.Error, OSError):
         with contextlib.suppress(nats.errors.Error, OSError):
-            await nc.close()
+            await conn.close()

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import nats.js.errors
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.micro.service import ServiceInfo, ServiceStats
 
 from gymbus.schemas import DEFAULT_TIMEOUTS, BusUnavailable, NoResponders, RequestTimeout
 
+from ..cluster import Connection
 from ..wire import request, subjects
 
 __all__ = [
@@ -42,7 +42,7 @@ __all__ = [
 log = logging.getLogger("gymbus.discovery")
 
 
-async def _gather(nc: Client, subject: str, window: float) -> list[dict[str, Any]]:
+async def _gather(conn: Connection, subject: str, window: float) -> list[dict[str, Any]]:
     replies: list[dict[str, Any]] = []
 
     async def collect(msg: Msg) -> None:
@@ -51,10 +51,10 @@ async def _gather(nc: Client, subject: str, window: float) -> list[dict[str, Any
         except ValueError:
             pass  # not a Services API reply; ignore it
 
-    inbox = nc.new_inbox()
-    sub = await nc.subscribe(inbox, cb=collect)
+    inbox = conn.client.new_inbox()
+    sub = await conn.client.subscribe(inbox, cb=collect)
     try:
-        await nc.publish(subject, b"", reply=inbox)
+        await conn.client.publish(subject, b"", reply=inbox)
         await asyncio.sleep(window)
     finally:
         await sub.unsubscribe()
@@ -62,43 +62,43 @@ async def _gather(nc: Client, subject: str, window: float) -> list[dict[str, Any
 
 
 async def service_infos(
-    nc: Client, name: str | None = None, window: float = DEFAULT_TIMEOUTS.discovery
+    conn: Connection, name: str | None = None, window: float = DEFAULT_TIMEOUTS.discovery
 ) -> list[ServiceInfo]:
     """INFO of every live service instance (of `name` only, if given)."""
-    return [ServiceInfo.from_dict(r) for r in await _gather(nc, subjects.service_info(name), window)]
+    return [ServiceInfo.from_dict(r) for r in await _gather(conn, subjects.service_info(name), window)]
 
 
 async def service_stats(
-    nc: Client, name: str | None = None, window: float = DEFAULT_TIMEOUTS.discovery
+    conn: Connection, name: str | None = None, window: float = DEFAULT_TIMEOUTS.discovery
 ) -> list[ServiceStats]:
     """STATS of every live service instance (of `name` only, if given)."""
-    return [ServiceStats.from_dict(r) for r in await _gather(nc, subjects.service_stats(name), window)]
+    return [ServiceStats.from_dict(r) for r in await _gather(conn, subjects.service_stats(name), window)]
 
 
-async def served_subjects(nc: Client, window: float = DEFAULT_TIMEOUTS.discovery) -> set[str]:
+async def served_subjects(conn: Connection, window: float = DEFAULT_TIMEOUTS.discovery) -> set[str]:
     """Every subject some live service serves."""
     return {
-        endpoint.subject for info in await service_infos(nc, window=window) for endpoint in info.endpoints
+        endpoint.subject for info in await service_infos(conn, window=window) for endpoint in info.endpoints
     }
 
 
-async def served_agents(nc: Client, window: float = DEFAULT_TIMEOUTS.discovery) -> dict[str, str]:
+async def served_agents(conn: Connection, window: float = DEFAULT_TIMEOUTS.discovery) -> dict[str, str]:
     """Every live agent, with the environment it drives (its service's `environment`)."""
     return {
         info.name: info.metadata["environment"]
-        for info in await service_infos(nc, window=window)
+        for info in await service_infos(conn, window=window)
         if (info.metadata or {}).get("kind") == "agent" and (info.metadata or {}).get("environment")
     }
 
 
 async def model_servers(
-    nc: Client, agents: set[str], window: float = DEFAULT_TIMEOUTS.discovery
+    conn: Connection, agents: set[str], window: float = DEFAULT_TIMEOUTS.discovery
 ) -> dict[str, set[str]]:
     """The inference servers behind the models `agents` call (each agent's service's
     `model`): `{model: server URLs}`, as the live model services list them (`servers`;
     credentials redacted). A model no live service serves is left out; one whose adapter
     has no server (the offline policy) maps to an empty set."""
-    infos = await service_infos(nc, window=window)
+    infos = await service_infos(conn, window=window)
     models = {
         (info.metadata or {}).get("model")
         for info in infos
@@ -114,11 +114,11 @@ async def model_servers(
 
 
 async def unserved(
-    nc: Client, agents: set[str], window: float = DEFAULT_TIMEOUTS.discovery
+    conn: Connection, agents: set[str], window: float = DEFAULT_TIMEOUTS.discovery
 ) -> dict[str, str]:
     """Of `agents`, those whose rollouts could not run now, each with why: no live worker
     serves the agent, its environment or the model it calls (as its service says)."""
-    infos = await service_infos(nc, window=window)
+    infos = await service_infos(conn, window=window)
     live = {info.name for info in infos}
     missing = {}
     for agent in sorted(agents):
@@ -134,12 +134,12 @@ async def unserved(
     return missing
 
 
-async def is_served(nc: Client, service: str, timeout: float = DEFAULT_TIMEOUTS.ping) -> bool:
+async def is_served(conn: Connection, service: str, timeout: float = DEFAULT_TIMEOUTS.ping) -> bool:
     """Whether some worker runs the service named `service` (`$SRV.PING.<name>`). Only no
     responders (no worker subscribed) says no: a ping answered late is a worker busy with its
     calls, not a missing one, and the server drops a frozen one within its own pings."""
     try:
-        await request(nc, subjects.service_ping(service), b"", timeout=timeout)
+        await request(conn, subjects.service_ping(service), b"", timeout=timeout)
     except NoResponders:
         return False
     except RequestTimeout:
@@ -148,7 +148,7 @@ async def is_served(nc: Client, service: str, timeout: float = DEFAULT_TIMEOUTS.
 
 
 async def served_within(
-    nc: Client,
+    conn: Connection,
     services: list[str],
     timeout: float,
     check: Callable[[], None] | None = None,
@@ -162,7 +162,7 @@ async def served_within(
     deadline = time.monotonic() + timeout
     served = set()
     for service in services:
-        live = await is_served(nc, service)
+        live = await is_served(conn, service)
         if not live and timeout > 0:
             log.log(
                 logging.INFO if say_waiting else logging.DEBUG,
@@ -173,19 +173,19 @@ async def served_within(
             if check is not None:
                 check()
             await asyncio.sleep(0.02)
-            live = await is_served(nc, service)
+            live = await is_served(conn, service)
         if live:
             served.add(service)
     return served
 
 
 async def wait_served(
-    nc: Client, services: list[str], timeout: float, check: Callable[[], None] | None = None
+    conn: Connection, services: list[str], timeout: float, check: Callable[[], None] | None = None
 ) -> None:
     """Return once every service in `services` answers a ping; `BusUnavailable` after
     `timeout`. `check` is called while waiting (see `served_within`). For workers the caller
     started: that they are still starting is no news to log ("no worker serves ...")."""
-    served = await served_within(nc, services, timeout, check, say_waiting=False)
+    served = await served_within(conn, services, timeout, check, say_waiting=False)
     missing = [service for service in services if service not in served]
     if missing:
         raise BusUnavailable(f"workers did not start within {timeout:.0f} s: {', '.join(missing)} not served")
@@ -201,9 +201,9 @@ class QueueDepth:
     redelivered: int
 
 
-async def task_queues(nc: Client) -> list[QueueDepth]:
+async def task_queues(conn: Connection) -> list[QueueDepth]:
     """Every agent's task queue, from its durable consumer; none before the first task."""
-    js = nc.jetstream()
+    js = conn.js
     try:
         consumers = await js.consumers_info(subjects.TASKS_STREAM)
     except nats.js.errors.NotFoundError:

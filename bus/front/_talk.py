@@ -42,7 +42,7 @@ async def talk(bus: Bus, agent: Agent, params: ResponsesCreateParams, timeouts: 
     `timeouts.agent_run`. `RolloutFailed` when the loop cannot finish (a model nobody serves,
     a tool call lost); `TimeoutError` past the deadline."""
     deadline = time.time() + timeouts.agent_run
-    calls = _Unverified(bus.nc, agent, session=uuid.uuid4().hex, deadline=deadline, timeouts=timeouts)
+    calls = _Unverified(bus.conn, agent, session=uuid.uuid4().hex, deadline=deadline, timeouts=timeouts)
     row = encode(TaskRow(responses_create_params=params))
     async with asyncio.timeout(timeouts.agent_run):
         try:

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import nats.errors
-from nats.aio.client import Client
-from nats.js import JetStreamContext
 
 from gymbus.functions import (
     Agent,
@@ -44,6 +42,7 @@ from gymbus.schemas import (
     redact_url,
 )
 
+from ..cluster import Connection
 from ..connection import check_permitted, lost_for_good, open_bus
 from ..policy import PolicyVersions
 from ..wire import decode, encode, subjects
@@ -70,18 +69,18 @@ _EMPTY_SEED = encode(SeedResult())
 def environment_service(
     env: Environment,
     state: SessionState,
-    nc: Client | None = None,
+    conn: Connection | None = None,
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
     off_loop: OffLoop | None = None,
 ) -> ServiceSpec:
-    """The environment's seed, verify and tool subjects, as one service. With `nc`, its
+    """The environment's seed, verify and tool subjects, as one service. With `conn`, its
     functions may call models (judges) through `Session.generate`. The calls of a
     `cpu_bound` environment run in the threads of `off_loop` (the worker's, shared by all
     its environments; by default one of its own), off the loop that answers the bus."""
     threads = (off_loop or OffLoop(DEFAULT_LIMITS.cpu_bound_calls)) if env.cpu_bound else None
 
     def session(headers: Mapping[str, str]) -> Session:
-        models = BusModels(nc, headers, timeouts) if nc is not None else NoModels()
+        models = BusModels(conn, headers, timeouts) if conn is not None else NoModels()
         return Session(id=headers.get(SESSION, ""), state=state, models=models, deadline=deadline_of(headers))
 
     def hosted(call: Callable[[bytes, Session], Awaitable[bytes]]) -> Handler:
@@ -176,13 +175,13 @@ async def serve_functions(options: ServeOptions, url: str | None, stop: asyncio.
     ) as bus:
         if bus.embedded is not None:
             log.info("no NATS_URL set: started nats-server at %s", bus.url)
-        host = ServiceHost(bus.nc, options.timeouts)
-        async with nemo_gym_servers(bus.nc, bus.js, nemo_gym, stop, options.timeouts) as hosted:
-            consumers, models = await _start(bus.nc, bus.js, host, [*specs, *hosted.agents], options, role)
+        host = ServiceHost(bus.conn, options.timeouts)
+        async with nemo_gym_servers(bus.conn, nemo_gym, stop, options.timeouts) as hosted:
+            consumers, models = await _start(bus.conn, host, [*specs, *hosted.agents], options, role)
             print(f"ready: serving {', '.join(options.functions)} on {redact_url(bus.url)}", flush=True)
             await stop.wait()
             log.info("stopping: finishing in-flight work (up to %.0f s)", options.timeouts.drain)
-            await _finish_unless_bus_lost(bus.nc, consumers, host, options.timeouts.reconnect_window)
+            await _finish_unless_bus_lost(bus.conn, consumers, host, options.timeouts.reconnect_window)
             for closable in models:
                 close = getattr(closable, "aclose", None)  # adapters with a connection pool, followers
                 if close is not None:
@@ -192,7 +191,7 @@ async def serve_functions(options: ServeOptions, url: str | None, stop: asyncio.
 
 
 async def _finish_unless_bus_lost(
-    nc: Client, consumers: list[TaskConsumer], host: ServiceHost, window: float
+    conn: Connection, consumers: list[TaskConsumer], host: ServiceHost, window: float
 ) -> None:
     """Let the work in flight finish, unless the bus has been gone for `window` seconds:
     then no result of it can be sent (the tasks go to other workers once it is back)."""
@@ -202,7 +201,7 @@ async def _finish_unless_bus_lost(
         await host.stop()
 
     finishing = asyncio.create_task(finish())
-    lost = asyncio.create_task(lost_for_good(nc, window))
+    lost = asyncio.create_task(lost_for_good(conn, window))
     try:
         await asyncio.wait({finishing, lost}, return_when=asyncio.FIRST_COMPLETED)
         if not finishing.done():
@@ -236,8 +235,7 @@ def served_names(served_model: str) -> list[str]:
 
 
 async def _start(
-    nc: Client,
-    js: JetStreamContext,
+    conn: Connection,
     host: ServiceHost,
     specs: list[Environment | Model | Agent],
     options: ServeOptions,
@@ -256,28 +254,28 @@ async def _start(
                     # Off the loop: a start-up that imports for seconds would stall the
                     # connection's pings and lose it before the worker served anything.
                     await asyncio.to_thread(spec.startup)
-                state = await KvSessions.open(js, spec.name, options.timeouts.session_ttl)
-                served = environment_service(spec, state, nc, options.timeouts, off_loop)
+                state = await KvSessions.open(conn, spec.name, options.timeouts.session_ttl)
+                served = environment_service(spec, state, conn, options.timeouts, off_loop)
                 await host.add(served)
             elif isinstance(spec, Model):
-                models.extend(await _start_model(nc, js, host, spec, options, role))
+                models.extend(await _start_model(conn, host, spec, options, role))
                 continue
             else:
-                handler = rollout_task_handler(nc, spec, options.timeouts)
-                consumer = TaskConsumer(nc, spec.name, handler, options.limits, options.timeouts)
-                served = agent_service(nc, spec, options.timeouts)
+                handler = rollout_task_handler(conn, spec, options.timeouts)
+                consumer = TaskConsumer(conn, spec.name, handler, options.limits, options.timeouts)
+                served = agent_service(conn, spec, options.timeouts)
                 await host.add(served, reporting=[consumer])
                 await consumer.start()
                 consumers.append(consumer)
-            await check_permitted(nc, [endpoint.subject for endpoint in served.endpoints], role)
+            await check_permitted(conn, [endpoint.subject for endpoint in served.endpoints], role)
     except (TimeoutError, nats.errors.Error) as exc:
-        await check_permitted(nc, None, role)  # a refused JetStream request only times out
+        await check_permitted(conn, None, role)  # a refused JetStream request only times out
         raise BusUnavailable(f"could not start serving {spec.name}: {type(exc).__name__}: {exc}") from None
     return consumers, models
 
 
 async def _start_model(
-    nc: Client, js: JetStreamContext, host: ServiceHost, spec: Model, options: ServeOptions, role: str
+    conn: Connection, host: ServiceHost, spec: Model, options: ServeOptions, role: str
 ) -> list[object]:
     """Serve the model `spec` under each served name; returns what to close at the end (the
     model function, its policy follower)."""
@@ -285,7 +283,7 @@ async def _start_model(
     model_options = options.model
     if spec.follows_policies:
         # Each call of a policy under training names its current version.
-        versions = await PolicyVersions.start(js, options.timeouts)
+        versions = await PolicyVersions.start(conn, options.timeouts)
         models.append(versions)
         model_options = replace(model_options, policy_versions=versions.version)
     # Off the loop, as an environment's start-up: building an adapter imports
@@ -296,5 +294,5 @@ async def _start_model(
     for name in served_names(options.served_model):
         served = model_service(spec.name, name, generate, spec.description, options.model.servers)
         await host.add(served)
-        await check_permitted(nc, [endpoint.subject for endpoint in served.endpoints], role)
+        await check_permitted(conn, [endpoint.subject for endpoint in served.endpoints], role)
     return models

@@ -26,9 +26,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
-from nats.aio.client import Client
-from nats.js import JetStreamContext
-
 from gymbus.functions import Agent, NoModels, Session, SessionState
 from gymbus.functions.nemo_gym import HostedEnvironment, SessionElsewhere, open_server
 from gymbus.schemas import (
@@ -41,6 +38,7 @@ from gymbus.schemas import (
     deadline_of,
 )
 
+from ..cluster import Connection
 from ..wire import request, subjects
 from ._rollout import BusModels, served_and_transient
 from ._services import Endpoint, Handler, ServiceHost, ServiceSpec
@@ -54,12 +52,12 @@ Call = Callable[[bytes, Session], Awaitable[bytes]]
 
 
 def hosted_environment_service(
-    nc: Client, env: HostedEnvironment, state: SessionState, timeouts: Timeouts = DEFAULT_TIMEOUTS
+    conn: Connection, env: HostedEnvironment, state: SessionState, timeouts: Timeouts = DEFAULT_TIMEOUTS
 ) -> ServiceSpec:
     """The server's seed, verify and tool subjects, shared and this replica's own."""
 
     def served(call: Call, forward_to: Callable[[str], str] | None, timeout: float) -> Handler:
-        return _handler(nc, env, state, call, forward_to, timeout)
+        return _handler(conn, env, state, call, forward_to, timeout)
 
     def tool(name: str) -> list[Endpoint]:
         async def call(data: bytes, here: Session) -> bytes:
@@ -92,7 +90,7 @@ def hosted_environment_service(
 
 
 def _handler(
-    nc: Client,
+    conn: Connection,
     env: HostedEnvironment,
     state: SessionState,
     call: Call,
@@ -111,20 +109,26 @@ def _handler(
         except SessionElsewhere as moved:
             if forward_to is None:  # already forwarded once: the record moved meanwhile
                 raise SessionLost(f"session {here.id!r} of {env.name} is no longer on this replica") from None
-            return await _forward(nc, forward_to(moved.replica), data, headers, timeout, env.name, here.id)
+            return await _forward(conn, forward_to(moved.replica), data, headers, timeout, env.name, here.id)
 
     return handle
 
 
 async def _forward(
-    nc: Client, subject: str, data: bytes, headers: Mapping[str, str], timeout: float, env: str, session: str
+    conn: Connection,
+    subject: str,
+    data: bytes,
+    headers: Mapping[str, str],
+    timeout: float,
+    env: str,
+    session: str,
 ) -> bytes:
     """The reply of the replica that holds the session; `SessionLost` if it is gone."""
     deadline = deadline_of(headers)
     if deadline is not None:
         timeout = max(0.001, min(timeout, deadline - time.time()))
     try:
-        return await request(nc, subject, data, timeout=timeout, headers=dict(headers))
+        return await request(conn, subject, data, timeout=timeout, headers=dict(headers))
     except NoResponders:
         raise SessionLost(
             f"session {session!r} of {env} lived on a replica that is gone ({subject}): its state is lost"
@@ -143,8 +147,7 @@ class HostedServers:
 
 @asynccontextmanager
 async def nemo_gym_servers(
-    nc: Client,
-    js: JetStreamContext,
+    conn: Connection,
     targets: list[str],
     stop: asyncio.Event,
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
@@ -154,11 +157,11 @@ async def nemo_gym_servers(
     hosted = HostedServers()
     async with AsyncExitStack() as stack:
         try:
-            for env in await _open_all(stack, nc, targets, timeouts):
-                host = ServiceHost(nc, timeouts)
+            for env in await _open_all(stack, conn, targets, timeouts):
+                host = ServiceHost(conn, timeouts)
                 stack.push_async_callback(host.stop)
-                state = await KvSessions.open(js, env.name, timeouts.session_ttl)
-                await host.add(hosted_environment_service(nc, env, state, timeouts))
+                state = await KvSessions.open(conn, env.name, timeouts.session_ttl)
+                await host.add(hosted_environment_service(conn, env, state, timeouts))
                 hosted.agents.extend(env.agents)
                 hosted.watchers.append(asyncio.create_task(_watch(env, host, hosted, stop)))
             yield hosted
@@ -168,11 +171,11 @@ async def nemo_gym_servers(
 
 
 async def _open_all(
-    stack: AsyncExitStack, nc: Client, targets: list[str], timeouts: Timeouts
+    stack: AsyncExitStack, conn: Connection, targets: list[str], timeouts: Timeouts
 ) -> list[HostedEnvironment]:
     """Open every server side by side (each spends seconds importing NeMo Gym); the first
     that fails stops the others, and its error is raised."""
-    models = BusModels(nc, {}, timeouts, should_retry=served_and_transient)
+    models = BusModels(conn, {}, timeouts, should_retry=served_and_transient)
     try:
         async with asyncio.TaskGroup() as group:
             tasks = [

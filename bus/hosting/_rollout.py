@@ -30,7 +30,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import msgspec
-from nats.aio.client import Client
 
 from gymbus.functions import Agent, AgentUnavailable
 from gymbus.schemas import (
@@ -66,6 +65,7 @@ from gymbus.schemas import (
     seconds_left,
 )
 
+from ..cluster import Connection
 from ..wire import WorkerSilent, decode, encode, request, retrying, subjects
 from ._services import Endpoint, ServiceSpec
 
@@ -115,13 +115,13 @@ class BusModels:
 
     def __init__(
         self,
-        nc: Client,
+        conn: Connection,
         headers: Mapping[str, str],
         timeouts: Timeouts,
         should_retry: Callable[[GymError], bool] = _transient,
         on_retry: Callable[[GymError], None] | None = None,
     ) -> None:
-        self.nc = nc
+        self.conn = conn
         self.headers = {key: headers[key] for key in (SESSION, DEADLINE) if key in headers}
         self.deadline = deadline_of(headers)
         self.timeouts = timeouts
@@ -133,7 +133,7 @@ class BusModels:
         body = encode(params)
 
         async def once() -> Response:
-            reply = await request(self.nc, subject, body, timeout=self.timeouts.model, headers=self.headers)
+            reply = await request(self.conn, subject, body, timeout=self.timeouts.model, headers=self.headers)
             return decode(reply, Response, "model response")
 
         return await retrying(
@@ -144,14 +144,16 @@ class BusModels:
 class BusCalls:
     """`Calls` over the bus for one rollout of `agent`; `stats` counts its retries."""
 
-    def __init__(self, nc: Client, agent: Agent, session: str, deadline: float, timeouts: Timeouts) -> None:
-        self.nc = nc
+    def __init__(
+        self, conn: Connection, agent: Agent, session: str, deadline: float, timeouts: Timeouts
+    ) -> None:
+        self.conn = conn
         self.agent = agent
         self.timeouts = timeouts
         self.deadline = deadline
         self.headers = {SESSION: session, DEADLINE: f"{deadline:.3f}"}
         self.stats = RolloutStats()
-        self.models = BusModels(nc, self.headers, timeouts, on_retry=self._count_model)
+        self.models = BusModels(conn, self.headers, timeouts, on_retry=self._count_model)
 
     def _count_model(self, error: GymError) -> None:
         self.stats.model_retries += 1
@@ -164,7 +166,7 @@ class BusCalls:
     ) -> bytes:
         async def once() -> bytes:
             try:
-                return await request(self.nc, subject, body, timeout=timeout, headers=self.headers)
+                return await request(self.conn, subject, body, timeout=timeout, headers=self.headers)
             except (SessionLost, WorkerSilent) as exc:  # whether it ran is unknown: start over
                 raise ToolCallLost(f"{subject}: {exc.message}") from None
 
@@ -186,7 +188,9 @@ class BusCalls:
 
         async def once() -> bytes:
             try:
-                return await request(self.nc, subject, body, timeout=self.timeouts.tool, headers=self.headers)
+                return await request(
+                    self.conn, subject, body, timeout=self.timeouts.tool, headers=self.headers
+                )
             except NoResponders:
                 if await self._environment_is_up():
                     raise UnknownTool(
@@ -211,7 +215,7 @@ class BusCalls:
     async def _environment_is_up(self) -> bool:
         try:
             await request(
-                self.nc, subjects.service_ping(self.agent.environment), b"", timeout=self.timeouts.ping
+                self.conn, subjects.service_ping(self.agent.environment), b"", timeout=self.timeouts.ping
             )
         except (NoResponders, RequestTimeout):
             return False
@@ -223,7 +227,7 @@ class BusCalls:
 
 
 async def run_rollout(
-    nc: Client,
+    conn: Connection,
     agent: Agent,
     row: bytes,
     deadline: float,
@@ -246,7 +250,7 @@ async def run_rollout(
     stamps: dict[str, Any] = {STATS: stats, **({ATTEMPT_INDEX: attempt} if attempt else {})}
     try:
         async with asyncio.timeout(max(0.0, deadline - time.time())):
-            result = await _restarting(nc, agent, row, deadline, timeouts, stats)
+            result = await _restarting(conn, agent, row, deadline, timeouts, stats)
         _check_rollout(agent, result)
         return merge_row(result, **stamps)
     except AgentUnavailable:
@@ -283,10 +287,10 @@ def _check_rollout(agent: Agent, result: bytes) -> None:
 
 
 async def _restarting(
-    nc: Client, agent: Agent, row: bytes, deadline: float, timeouts: Timeouts, stats: RolloutStats
+    conn: Connection, agent: Agent, row: bytes, deadline: float, timeouts: Timeouts, stats: RolloutStats
 ) -> bytes:
     for restart in range(ROLLOUT_RESTART.attempts):
-        calls = BusCalls(nc, agent, session=uuid.uuid4().hex, deadline=deadline, timeouts=timeouts)
+        calls = BusCalls(conn, agent, session=uuid.uuid4().hex, deadline=deadline, timeouts=timeouts)
         calls.stats = stats
         try:
             return await agent.rollout(row, calls, agent.max_steps)
@@ -300,19 +304,21 @@ async def _restarting(
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def rollout_task_handler(nc: Client, agent: Agent, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> RolloutHandler:
+def rollout_task_handler(
+    conn: Connection, agent: Agent, timeouts: Timeouts = DEFAULT_TIMEOUTS
+) -> RolloutHandler:
     """How an agent worker runs a task from the queue (deadline and attempt from its headers)."""
 
     async def handle(row: bytes, headers: Mapping[str, str]) -> bytes:
         left = seconds_left(headers)
         deadline = time.time() + (timeouts.rollout if left is None else left)
         attempt, delivery = header_int(headers, ATTEMPT, 0), header_int(headers, DELIVERY, 1)
-        return await run_rollout(nc, agent, row, deadline, timeouts, attempt=attempt, delivery=delivery)
+        return await run_rollout(conn, agent, row, deadline, timeouts, attempt=attempt, delivery=delivery)
 
     return handle
 
 
-def agent_service(nc: Client, agent: Agent, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> ServiceSpec:
+def agent_service(conn: Connection, agent: Agent, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> ServiceSpec:
     """The agent's direct subject `gym.agent.<agent>.run`: a task row in, its rollout out."""
 
     async def run(data: bytes, headers: Mapping[str, str]) -> bytes:
@@ -320,7 +326,7 @@ def agent_service(nc: Client, agent: Agent, timeouts: Timeouts = DEFAULT_TIMEOUT
         left = seconds_left(headers)
         deadline = time.time() + (timeouts.agent_run if left is None else left)
         try:
-            return await run_rollout(nc, agent, data, deadline, timeouts)
+            return await run_rollout(conn, agent, data, deadline, timeouts)
         except AgentUnavailable as exc:
             raise UpstreamFailed(f"{exc}: ask again (another worker may serve {agent.name})") from None
 

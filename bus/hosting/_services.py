@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import nats.errors
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import MaxPayloadError
@@ -56,6 +55,7 @@ from gymbus.schemas import (
     deadline_passed,
 )
 
+from ..cluster import Connection
 from ..wire import check_in, check_out, encode_error_reply, needs_claim, nested_deeper, subjects
 from ._slots import Slots
 
@@ -97,8 +97,8 @@ _beats: set[asyncio.Task[None]] = set()  # keep-alives being sent
 class _KeepAlive:
     """While a request runs, tell its requester every `interval` seconds that it does."""
 
-    def __init__(self, nc: Client, reply: str, interval: float) -> None:
-        self.nc = nc
+    def __init__(self, conn: Connection, reply: str, interval: float) -> None:
+        self.conn = conn
         self.reply = reply
         self.interval = interval
         self.loop = asyncio.get_running_loop()
@@ -114,7 +114,7 @@ class _KeepAlive:
 
     async def _send(self) -> None:
         try:
-            await self.nc.publish(self.reply, b"", headers={WORKING: "1"})
+            await self.conn.client.publish(self.reply, b"", headers={WORKING: "1"})
         except nats.errors.Error:
             pass  # disconnected: the requester's silence limit decides
 
@@ -163,13 +163,13 @@ class _Served:
 
     def __init__(
         self,
-        nc: Client,
+        conn: Connection,
         endpoint: Endpoint,
         queue: str,
         timeouts: Timeouts,
         max_depth: int = DEFAULT_LIMITS.max_depth,
     ) -> None:
-        self.nc = nc
+        self.conn = conn
         self.endpoint = endpoint
         self.queue = queue
         self.keepalive = timeouts.keepalive
@@ -181,7 +181,7 @@ class _Served:
         self.counts = EndpointCounts()
 
     async def start(self) -> None:
-        self.subscription = await self.nc.subscribe(
+        self.subscription = await self.conn.client.subscribe(
             self.endpoint.subject, queue=self.queue, cb=self._on_message
         )
 
@@ -202,11 +202,11 @@ class _Served:
     async def _serve(self, msg: Msg) -> None:
         started = time.perf_counter_ns()
         self.counts.num_requests += 1
-        beats = _KeepAlive(self.nc, msg.reply, self.keepalive) if msg.reply else None
+        beats = _KeepAlive(self.conn, msg.reply, self.keepalive) if msg.reply else None
         try:
             if deadline_passed(msg.headers):
                 raise DeadlineExceeded("the rollout's deadline passed before this call started")
-            data = await check_out(self.nc, msg.data, msg.headers, release_it=True)
+            data = await check_out(self.conn, msg.data, msg.headers, release_it=True)
             if nested_deeper(data, self.max_depth):
                 raise BadRequest(f"the request nests deeper than {self.max_depth} levels")
             reply = await self.endpoint.handler(data, msg.headers or {})
@@ -242,18 +242,18 @@ class _Served:
         """Answer on the inbox `subject`; a reply too big for one message goes by claim check,
         addressed to the requester, and one that cannot go is an error reply saying why."""
         try:
-            if needs_claim(self.nc, data):
-                data, headers = await check_in(self.nc, subject, data, headers, ttl=self.late_reply)
-            await self.nc.publish(subject, data, headers=headers)
+            if needs_claim(self.conn, data):
+                data, headers = await check_in(self.conn, subject, data, headers, ttl=self.late_reply)
+            await self.conn.client.publish(subject, data, headers=headers)
         except GymError as exc:  # the claim store is full, or the bus away
             exc.message = f"reply of {len(data)} bytes could not be sent: {exc.message}"
             exc.subject = self.endpoint.subject
             body, headers = encode_error_reply(exc)
-            await self.nc.publish(subject, body, headers=headers)
+            await self.conn.client.publish(subject, body, headers=headers)
         except MaxPayloadError:
             message = f"reply of {len(data)} bytes is over the max payload"
             body, headers = encode_error_reply(PayloadTooLarge(message, subject=self.endpoint.subject))
-            await self.nc.publish(subject, body, headers=headers)
+            await self.conn.client.publish(subject, body, headers=headers)
 
     def info(self) -> EndpointInfo:
         e = self.endpoint
@@ -266,16 +266,18 @@ class _Served:
 class _GymService(Service):
     """`nats.micro`'s Services API control plane, reporting our endpoints."""
 
-    def __init__(self, nc: Client, spec: ServiceSpec) -> None:
+    def __init__(self, conn: Connection, spec: ServiceSpec) -> None:
         metadata = {"kind": spec.kind, **spec.metadata}
         config = ServiceConfig(
             name=spec.name, version=VERSION, description=spec.description, metadata=metadata
         )
-        super().__init__(nc, config)
+        super().__init__(conn.client, config)
         self.served: list[_Served] = []
         self.reporting: Sequence[Reporting] = ()
 
     # nats.micro answers `$SRV.PING/INFO/STATS` itself; like our endpoints, only on an inbox.
+    # nats-py 2.16's `micro.Service` has no hook to filter those requests: these three
+    # override its private handlers, the one place that does.
     async def _handle_ping_request(self, msg: Msg) -> None:
         if subjects.is_inbox(msg.reply):
             await super()._handle_ping_request(msg)
@@ -306,24 +308,24 @@ class ServiceHost:
     requests finish for up to `timeouts.drain` seconds, then leaves the service.
     """
 
-    def __init__(self, nc: Client, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
-        self.nc = nc
+    def __init__(self, conn: Connection, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
+        self.conn = conn
         self.timeouts = timeouts
         self.services: list[_GymService] = []
 
     async def add(self, spec: ServiceSpec, reporting: Sequence[Reporting] = ()) -> None:
         """Register `spec` and start serving its endpoints (routable once this returns);
         `reporting` adds counters of work the service does elsewhere to its stats."""
-        service = _GymService(self.nc, spec)
+        service = _GymService(self.conn, spec)
         service.reporting = reporting
         for endpoint in spec.endpoints:
-            served = _Served(self.nc, endpoint, queue=spec.name, timeouts=self.timeouts)
+            served = _Served(self.conn, endpoint, queue=spec.name, timeouts=self.timeouts)
             await served.start()
             service.served.append(served)
         await service.start()
         # An endpoint is not routable before the server has the SUB. The start-up budget, not
         # nats-py's 10 s: on a saturated machine the round trip alone has taken longer.
-        await self.nc.flush(timeout=int(self.timeouts.worker_start))
+        await self.conn.client.flush(timeout=int(self.timeouts.worker_start))
         self.services.append(service)
         log.info("serving %s (%s): %s", spec.name, spec.kind, ", ".join(e.subject for e in spec.endpoints))
 

@@ -8,12 +8,11 @@ rollout (its worker killed, its runner gone) is cleaned up without anyone's help
 from __future__ import annotations
 
 import nats.js.errors
-from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
 from gymbus.schemas import DEFAULT_TIMEOUTS
 
-from ..cluster import open_key_value
+from ..cluster import Connection, open_key_value
 from ..wire import SESSIONS_BUCKET, is_name
 
 __all__ = ["KvSessions"]
@@ -28,10 +27,10 @@ class KvSessions:
 
     @classmethod
     async def open(
-        cls, js: JetStreamContext, environment: str, ttl: float = DEFAULT_TIMEOUTS.session_ttl
+        cls, conn: Connection, environment: str, ttl: float = DEFAULT_TIMEOUTS.session_ttl
     ) -> KvSessions:
         """Open (creating if needed) the sessions bucket, for `environment`."""
-        return cls(await open_key_value(js, SESSIONS_BUCKET, ttl), environment)
+        return cls(await open_key_value(conn, SESSIONS_BUCKET, ttl), environment)
 
     def _key(self, session_id: str) -> str | None:
         return f"{self.environment}.{session_id}" if is_name(session_id) else None

@@ -20,9 +20,7 @@ from collections.abc import Mapping
 
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js import JetStreamContext
 from nats.micro.service import EndpointInfo, EndpointStats
 
 from gymbus.functions import AgentUnavailable
@@ -47,6 +45,7 @@ from gymbus.schemas import (
     task_id,
 )
 
+from ..cluster import Connection
 from ..run import Puller, add_pull_consumer, ensure_streams
 from ..wire import (
     check_in_when_room,
@@ -70,9 +69,9 @@ def agent_consumer(agent: str) -> str:
     return f"gym-agent-{subjects.check_name(agent, 'agent')}"
 
 
-async def _ensure_agent_consumer(js: JetStreamContext, agent: str, limits: Limits, timeouts: Timeouts) -> str:
+async def _ensure_agent_consumer(conn: Connection, agent: str, limits: Limits, timeouts: Timeouts) -> str:
     return await add_pull_consumer(
-        js, subjects.TASKS_STREAM, agent_consumer(agent), subjects.tasks(agent),
+        conn, subjects.TASKS_STREAM, agent_consumer(agent), subjects.tasks(agent),
         ack_wait=timeouts.ack_wait, max_ack_pending=limits.max_ack_pending,
         max_deliver=limits.max_deliver, max_waiting=limits.max_waiting,
     )  # fmt: skip
@@ -83,14 +82,14 @@ class TaskConsumer:
 
     def __init__(
         self,
-        nc: Client,
+        conn: Connection,
         agent: str,
         handle: RolloutHandler,
         limits: Limits = DEFAULT_LIMITS,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
     ) -> None:
-        self.nc = nc
-        self.js = nc.jetstream(timeout=timeouts.connect)
+        self.conn = conn
+        self.js = conn.js
         self.agent = agent
         self.handle = handle
         self.limits = limits
@@ -102,10 +101,10 @@ class TaskConsumer:
         """Tasks that named no run: their results went to `gym.results.unrouted`."""
 
     async def start(self) -> None:
-        await ensure_streams(self.js)
-        consumer = await _ensure_agent_consumer(self.js, self.agent, self.limits, self.timeouts)
+        await ensure_streams(self.conn)
+        consumer = await _ensure_agent_consumer(self.conn, self.agent, self.limits, self.timeouts)
         self.puller = Puller(
-            self.nc,
+            self.conn,
             subjects.TASKS_STREAM,
             consumer,
             capacity=self.limits.agent_concurrency,
@@ -147,7 +146,7 @@ class TaskConsumer:
             result = await self._result_of(msg, headers)
             await self._publish_result(headers, result)
             await msg.ack()
-            await release_claim(self.nc, msg.headers)  # acked: the task is not delivered again
+            await release_claim(self.conn, msg.headers)  # acked: the task is not delivered again
         except AgentUnavailable as exc:
             # Not acked, no heartbeat: the task goes to another worker once ack_wait passes.
             log.warning("task %s goes back to the queue: %s", headers.get(SEQ), exc)
@@ -164,7 +163,7 @@ class TaskConsumer:
         """The task's rollout row, or a failure row saying why it could not run. Raises only
         what makes the task worth delivering again (the bus is away)."""
         try:
-            row = await check_out(self.nc, msg.data, msg.headers, release_it=False)
+            row = await check_out(self.conn, msg.data, msg.headers, release_it=False)
         except PayloadTooLarge as exc:
             return failure_row(b"", "invalid_input", f"the task's body could not be read: {exc}")
         if nested_deeper(row, self.limits.max_depth):
@@ -217,7 +216,7 @@ class TaskConsumer:
             # The token in the id too: a forged result published first under the plain id
             # cannot make JetStream drop the real one as its duplicate.
             out.update({TOKEN: token, MSG_ID: f"{task_id(run_id, seq, attempt)}.{token}"})
-        if needs_claim(self.nc, result):
+        if needs_claim(self.conn, result):
             result, out = await self._claimed(run_id, result, out)
 
         async def once() -> None:
@@ -235,7 +234,7 @@ class TaskConsumer:
         full, a failure row that says so in its place (small enough for one message)."""
         try:
             return await check_in_when_room(
-                self.nc, subjects.results(run_id), result, out, ttl=RESULTS_MAX_AGE
+                self.conn, subjects.results(run_id), result, out, ttl=RESULTS_MAX_AGE
             )
         except (ClaimStoreFull, PayloadTooLarge) as exc:
             message = f"the rollout's result of {len(result)} bytes could not be stored: {exc}"

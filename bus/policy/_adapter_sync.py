@@ -27,7 +27,6 @@ from pathlib import Path
 
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client
 from nats.js.kv import KeyValue
 from nats.js.object_store import ObjectStore
 
@@ -42,6 +41,7 @@ from gymbus.schemas import (
     redact_url,
 )
 
+from ..cluster import Connection
 from ..wire import encode
 from ._follow import KeyFollower
 from ._policy import ADAPTER_FILES, adapter_reports, adapter_store, policy_records
@@ -85,20 +85,19 @@ class AdapterSyncer:
 
     @classmethod
     async def start(
-        cls, nc: Client, server: str, name: str, directory: Path, timeouts: Timeouts = DEFAULT_TIMEOUTS
+        cls, conn: Connection, server: str, name: str, directory: Path, timeouts: Timeouts = DEFAULT_TIMEOUTS
     ) -> AdapterSyncer:
-        js = nc.jetstream(timeout=timeouts.connect)
         syncer: AdapterSyncer
         records = KeyFollower(
-            await policy_records(js), PolicyRecord, f"{name}.*", lambda key: syncer.wake.set()
+            await policy_records(conn), PolicyRecord, f"{name}.*", lambda key: syncer.wake.set()
         )
         syncer = cls(
             server,
             name,
             directory,
             records,
-            await adapter_store(js),
-            await adapter_reports(js, timeouts),
+            await adapter_store(conn),
+            await adapter_reports(conn, timeouts),
             timeouts,
         )
         directory.mkdir(parents=True, exist_ok=True)
@@ -271,7 +270,7 @@ async def sync_adapters(
     async with open_bus(
         url, name=f"gym-sync-adapters:{redact_url(server)}", timeouts=timeouts, role="adapters"
     ) as bus:
-        syncer = await AdapterSyncer.start(bus.nc, server, name, directory, timeouts)
+        syncer = await AdapterSyncer.start(bus.conn, server, name, directory, timeouts)
         first = await syncer.reconcile()
         state = "up" if first.healthy else "not answering yet"
         print(f"ready: syncing adapters of policy {name} into {redact_url(server)} ({state})", flush=True)

@@ -49,7 +49,7 @@ from gymbus.schemas import (
     policy_name_of,
 )
 
-from ..cluster import open_key_value, replicas_of, retry_while_forming
+from ..cluster import Connection, open_key_value, retry_while_forming
 from ..wire import ADAPTER_SERVERS_BUCKET, ADAPTERS_BUCKET, POLICIES_BUCKET, encode
 from ._follow import KeyFollower
 
@@ -73,25 +73,25 @@ ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_mo
 """The files of a PEFT adapter directory that travel (vLLM reads these)."""
 
 
-async def policy_records(js: JetStreamContext) -> KeyValue:
-    return await open_key_value(js, POLICIES_BUCKET, RESULTS_MAX_AGE)
+async def policy_records(conn: Connection) -> KeyValue:
+    return await open_key_value(conn, POLICIES_BUCKET, RESULTS_MAX_AGE)
 
 
-async def adapter_reports(js: JetStreamContext, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> KeyValue:
-    return await open_key_value(js, ADAPTER_SERVERS_BUCKET, timeouts.adapter_report_ttl)
+async def adapter_reports(conn: Connection, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> KeyValue:
+    return await open_key_value(conn, ADAPTER_SERVERS_BUCKET, timeouts.adapter_report_ttl)
 
 
-async def adapter_store(js: JetStreamContext) -> ObjectStore:
+async def adapter_store(conn: Connection) -> ObjectStore:
+    js = conn.js
+
     async def open_or_create() -> ObjectStore:
         try:
             return await js.object_store(ADAPTERS_BUCKET)
         except nats.js.errors.BucketNotFoundError:
-            config = ObjectStoreConfig(
-                ttl=RESULTS_MAX_AGE, storage=StorageType.FILE, replicas=replicas_of(js)
-            )
+            config = ObjectStoreConfig(ttl=RESULTS_MAX_AGE, storage=StorageType.FILE, replicas=conn.replicas)
             return await js.create_object_store(ADAPTERS_BUCKET, config=config)
 
-    return await retry_while_forming(js, open_or_create)
+    return await retry_while_forming(conn, open_or_create)
 
 
 def live_reports(
@@ -125,8 +125,8 @@ class PolicyVersions:
         self.follower = follower
 
     @classmethod
-    async def start(cls, js: JetStreamContext, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> PolicyVersions:
-        follower = KeyFollower(await policy_records(js), PolicyRecord)
+    async def start(cls, conn: Connection, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> PolicyVersions:
+        follower = KeyFollower(await policy_records(conn), PolicyRecord)
         await follower.start(timeouts.connect)
         return cls(follower)
 
@@ -194,11 +194,11 @@ class PolicyPublisher:
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         limits: Limits = DEFAULT_LIMITS,
     ) -> PolicyPublisher:
-        js = bus.nc.jetstream(timeout=timeouts.connect)
-        records, store = await policy_records(js), await adapter_store(js)
+        js = bus.conn.js
+        records, store = await policy_records(bus.conn), await adapter_store(bus.conn)
         publisher: PolicyPublisher
         reports = KeyFollower(
-            await adapter_reports(js, timeouts),
+            await adapter_reports(bus.conn, timeouts),
             AdapterServerReport,
             on_change=lambda key: publisher.changed.set(),
         )

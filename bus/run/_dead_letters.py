@@ -15,12 +15,12 @@ from collections.abc import Callable
 import msgspec
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from gymbus.schemas import RUN, SEQ, header_int
 
+from ..cluster import Connection
 from ..wire import subjects
 
 __all__ = ["ExhaustedTasks"]
@@ -39,15 +39,15 @@ _advisory = msgspec.json.Decoder(_Advisory)
 class ExhaustedTasks:
     """Calls `given_up(seq, deliveries)` for each task of `run` that JetStream gave up on."""
 
-    def __init__(self, nc: Client, run_id: str, given_up: Callable[[int, int], object]) -> None:
-        self.nc = nc
-        self.js = nc.jetstream()
+    def __init__(self, conn: Connection, run_id: str, given_up: Callable[[int, int], object]) -> None:
+        self.conn = conn
+        self.js = conn.js
         self.run_id = run_id
         self.given_up = given_up
         self.subscription: Subscription | None = None
 
     async def start(self) -> None:
-        self.subscription = await self.nc.subscribe(
+        self.subscription = await self.conn.client.subscribe(
             subjects.max_deliveries(subjects.TASKS_STREAM), cb=self._advised
         )
 

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 import nats.errors
-from nats.aio.client import Client
 
 from gymbus.schemas import (
     ATTEMPT,
@@ -28,6 +27,7 @@ from gymbus.schemas import (
     task_id,
 )
 
+from ..cluster import Connection
 from ..wire import check_in_when_room, needs_claim
 
 __all__ = ["TaskPublisher", "task_headers"]
@@ -64,13 +64,13 @@ class TaskPublisher:
 
     def __init__(
         self,
-        nc: Client,
+        conn: Connection,
         window: int,
         timeouts: Timeouts,
         on_stored: Callable[[dict[str, str], int], None] | None = None,
     ) -> None:
-        self.nc = nc
-        self.js = nc.jetstream()
+        self.conn = conn
+        self.js = conn.js
         self.window = window
         self.timeouts = timeouts
         self.on_stored = on_stored
@@ -78,9 +78,9 @@ class TaskPublisher:
         self.pending: deque[tuple[float, asyncio.Future[Any], str, bytes, dict[str, str]]] = deque()
 
     async def publish(self, subject: str, body: bytes, headers: dict[str, str]) -> None:
-        if needs_claim(self.nc, body):
+        if needs_claim(self.conn, body):
             ttl = (seconds_left(headers) or self.timeouts.rollout) + self.timeouts.late_reply
-            body, headers = await check_in_when_room(self.nc, subject, body, headers, ttl=ttl)
+            body, headers = await check_in_when_room(self.conn, subject, body, headers, ttl=ttl)
         try:
             future = await self.js.publish_async(subject, body, headers=headers)
         except (nats.errors.Error, OSError):  # OSError: the socket died before nats-py noticed

@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import nats.errors
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from gymbus.schemas import DEFAULT_TIMEOUTS, Timeouts
 
+from ..cluster import Connection
 from ..wire import subjects
 
 __all__ = ["Puller"]
@@ -48,7 +48,7 @@ class Puller:
 
     def __init__(
         self,
-        nc: Client,
+        conn: Connection,
         stream: str,
         consumer: str,
         capacity: int,
@@ -56,7 +56,7 @@ class Puller:
         batch: int,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
     ) -> None:
-        self.nc = nc
+        self.conn = conn
         self.expires = timeouts.pull_expires
         self.grace = timeouts.pull_grace
         self.capacity = capacity
@@ -73,11 +73,11 @@ class Puller:
         self.in_flight = 0
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
-        self._reconnects = nc.stats["reconnects"]
+        self._reconnects = conn.client.stats["reconnects"]
 
     async def start(self) -> None:
-        self._inbox = self.nc.new_inbox()
-        self._sub = await self.nc.subscribe(f"{self._inbox}.*", cb=self._receive)
+        self._inbox = self.conn.client.new_inbox()
+        self._sub = await self.conn.client.subscribe(f"{self._inbox}.*", cb=self._receive)
         self._loop_task = asyncio.create_task(self._keep_pulling())
 
     async def stop(self) -> None:
@@ -122,14 +122,14 @@ class Puller:
         self._outstanding += count
         body = json.dumps({"batch": count, "expires": int(self.expires * 1e9)}).encode()
         try:
-            await self.nc.publish(self._api, body, reply=f"{self._inbox}.{request_id}")
+            await self.conn.client.publish(self._api, body, reply=f"{self._inbox}.{request_id}")
         except (nats.errors.Error, OSError) as exc:  # disconnected: forget it, retry next round
             log.debug("pull request failed: %s", type(exc).__name__)
             self._end(request_id)
 
     def _forget_expired(self, now: float) -> None:
-        reconnected = self.nc.stats["reconnects"] != self._reconnects
-        self._reconnects = self.nc.stats["reconnects"]
+        reconnected = self.conn.client.stats["reconnects"] != self._reconnects
+        self._reconnects = self.conn.client.stats["reconnects"]
         for request_id in [rid for rid, req in self._requests.items() if reconnected or req.forget_at < now]:
             self._end(request_id)
 

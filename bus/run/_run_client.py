@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING
 
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.kv import KeyValue
 
@@ -61,7 +60,7 @@ from gymbus.schemas import (
     header_int,
 )
 
-from ..cluster import open_key_value
+from ..cluster import Connection, open_key_value
 from ..connection import lost_for_good
 from ..wire import check_out, ensure_claim_store, release_claim, subjects
 from ._dead_letters import ExhaustedTasks
@@ -91,8 +90,8 @@ class RunResult:
 class RunClient:
     """One run's tasks and results; see the module docstring. Make it with `open`."""
 
-    def __init__(self, nc: Client, run_id: str, key: bytes, limits: Limits, timeouts: Timeouts) -> None:
-        self.nc = nc
+    def __init__(self, conn: Connection, run_id: str, key: bytes, limits: Limits, timeouts: Timeouts) -> None:
+        self.conn = conn
         self.run_id = run_id
         self.key = key
         """The run's secret, which signs its tasks; another run may share it (`open(key=...)`)."""
@@ -100,8 +99,8 @@ class RunClient:
         self.timeouts = timeouts
         self.forged = 0
         """Results dropped because their token did not match their task's."""
-        self.js = nc.jetstream(timeout=timeouts.connect)
-        self.publisher = TaskPublisher(nc, limits.publish_window, timeouts, on_stored=self._stored)
+        self.js = conn.js
+        self.publisher = TaskPublisher(conn, limits.publish_window, timeouts, on_stored=self._stored)
         self.queued: dict[tuple[int, int], int] = {}
         """Stored tasks with no result yet: (seq, attempt) → their message's stream sequence."""
         self.puller: Puller | None = None
@@ -131,20 +130,19 @@ class RunClient:
     ) -> RunClient:
         """Open `run_id` and start reading its results. `key` signs its tasks (by default
         the run's own: a new one, or with `resume` the stored one)."""
-        nc = bus.nc
-        js = nc.jetstream(timeout=timeouts.connect)
-        await ensure_streams(js)
-        await ensure_claim_store(js)
+        conn = bus.conn
+        await ensure_streams(conn)
+        await ensure_claim_store(conn)
         if key is None:
-            key = await run_key(js, run_id, fresh=not resume)
-        client = cls(nc, run_id, key, limits, timeouts)
+            key = await run_key(conn, run_id, fresh=not resume)
+        client = cls(conn, run_id, key, limits, timeouts)
         await client._start_results(replay=resume)
         return client
 
     async def watch_given_up(self, given_up: Callable[[int, int], object]) -> None:
         """Call `given_up(seq, deliveries)` for each task of the run JetStream stopped
         delivering (its workers died on it every time), which will have no result."""
-        self.given_up = ExhaustedTasks(self.nc, self.run_id, given_up)
+        self.given_up = ExhaustedTasks(self.conn, self.run_id, given_up)
         await self.given_up.start()
 
     # Submitting
@@ -210,7 +208,7 @@ class RunClient:
                 pass
             await self.js.purge_stream(subjects.RESULTS_STREAM, subject=subjects.results(self.run_id))
         self.puller = self.pulled = await pull_results(
-            self.nc, self.run_id, self._arrive, self.limits, self.timeouts
+            self.conn, self.run_id, self._arrive, self.limits, self.timeouts
         )
         self._purging = asyncio.create_task(self._purge_forever(), name=f"purging run {self.run_id}")
 
@@ -256,7 +254,7 @@ class RunClient:
                             "(its token does not match; %d so far)", seq, self.run_id, self.forged)  # fmt: skip
             return None
         try:
-            body = await check_out(self.nc, msg.data, msg.headers, release_it=False)
+            body = await check_out(self.conn, msg.data, msg.headers, release_it=False)
         except PayloadTooLarge as exc:
             log.error("dropped a result whose claimed body is gone: %s", exc)
             return None
@@ -268,7 +266,7 @@ class RunClient:
         their claimed bodies (if any) are freed, and they leave the bus (`_purge_acked`)."""
         await self._ack([result.message for result in results])
         for result in results:
-            await release_claim(self.nc, result.message.headers)
+            await release_claim(self.conn, result.message.headers)
         self._acked.set()
 
     async def _purge_forever(self) -> None:
@@ -287,7 +285,8 @@ class RunClient:
         """Delete the run's results up to its consumer's ack floor (every one before it is
         acked), so a long run keeps on the bus only what it has not read yet."""
         try:
-            await self.nc.flush(timeout=int(self.timeouts.connect))  # the acks are in: the floor counts them
+            # The acks are in: the floor counts them.
+            await self.conn.client.flush(timeout=int(self.timeouts.connect))
             info = await self.js.consumer_info(subjects.RESULTS_STREAM, results_consumer(self.run_id))
             floor = info.ack_floor.stream_seq if info.ack_floor and info.ack_floor.stream_seq else 0
             if floor > self.purged_to:
@@ -341,7 +340,7 @@ class RunClient:
 
     async def _runs_bucket(self) -> KeyValue:
         if self._runs is None:
-            self._runs = await open_key_value(self.js, RUNS_BUCKET, RESULTS_MAX_AGE)
+            self._runs = await open_key_value(self.conn, RUNS_BUCKET, RESULTS_MAX_AGE)
         return self._runs
 
     @property
@@ -351,7 +350,7 @@ class RunClient:
     async def lost_for_good(self, window: float) -> None:
         """Return once the bus has been gone `window` seconds on end (`lost_for_good`): the
         results still awaited cannot come. Never returns while the connection stays up."""
-        await lost_for_good(self.nc, window)
+        await lost_for_good(self.conn, window)
 
     async def close(self, *, forget: bool) -> None:
         """Stop reading results; `forget` also withdraws its tasks still queued and deletes

@@ -15,28 +15,27 @@ import hmac
 import secrets
 
 import nats.js.errors
-from nats.js import JetStreamContext
 
 from gymbus.schemas import RESULTS_MAX_AGE, task_id
 
-from ..cluster import open_key_value, retry_while_forming
+from ..cluster import Connection, open_key_value, retry_while_forming
 from ..wire import RUNS_BUCKET
 
 __all__ = ["run_key", "task_token", "token_matches"]
 
 
-async def run_key(js: JetStreamContext, run_id: str, *, fresh: bool) -> bytes:
+async def run_key(conn: Connection, run_id: str, *, fresh: bool) -> bytes:
     """The secret key of `run`: a new one if `fresh` (or none is stored), else the stored one."""
-    kv = await open_key_value(js, RUNS_BUCKET, RESULTS_MAX_AGE)
+    kv = await open_key_value(conn, RUNS_BUCKET, RESULTS_MAX_AGE)
     if not fresh:
         try:
-            entry = await retry_while_forming(js, lambda: kv.get(run_id))
+            entry = await retry_while_forming(conn, lambda: kv.get(run_id))
             if entry.value:
                 return entry.value
         except nats.js.errors.KeyNotFoundError:
             pass
     key = secrets.token_bytes(32)
-    await retry_while_forming(js, lambda: kv.put(run_id, key))
+    await retry_while_forming(conn, lambda: kv.put(run_id, key))
     return key
 
 

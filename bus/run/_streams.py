@@ -19,7 +19,6 @@ import functools
 from collections.abc import Callable
 
 import nats.js.errors
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -33,18 +32,18 @@ from nats.js.api import (
 
 from gymbus.schemas import DEFAULT_TIMEOUTS, RESULTS_MAX_AGE, Limits, Timeouts
 
-from ..cluster import PEERS_UNKNOWN, replicas_of, retry_while_forming
+from ..cluster import PEERS_UNKNOWN, Connection, retry_while_forming
 from ..wire import subjects
 from ._pull import Puller
 
 __all__ = ["add_pull_consumer", "add_results_consumer", "ensure_streams", "pull_results", "results_consumer"]
 
 
-async def ensure_streams(js: JetStreamContext) -> None:
+async def ensure_streams(conn: Connection) -> None:
     """Create the task and result streams, or bring an existing one to this config (but
     its replica count, which only the one that creates it sets: `bus.cluster`). The config
     is the defaults' (`Timeouts.duplicate_window`): every caller shares the streams."""
-    replicas = replicas_of(js)
+    replicas = conn.replicas
     for config in (
         StreamConfig(
             name=subjects.TASKS_STREAM,
@@ -64,7 +63,7 @@ async def ensure_streams(js: JetStreamContext) -> None:
             num_replicas=replicas,
         ),
     ):
-        await retry_while_forming(js, functools.partial(_add_or_update, js, config))
+        await retry_while_forming(conn, functools.partial(_add_or_update, conn.js, config))
 
 
 async def _add_or_update(js: JetStreamContext, config: StreamConfig) -> None:
@@ -91,17 +90,17 @@ def results_consumer(run_id: str) -> str:
     return f"gym-run-{run_id}"
 
 
-async def add_results_consumer(js: JetStreamContext, run_id: str, limits: Limits, timeouts: Timeouts) -> str:
+async def add_results_consumer(conn: Connection, run_id: str, limits: Limits, timeouts: Timeouts) -> str:
     """Create the results consumer of run `run_id`, delivering from its first result; its name."""
     return await add_pull_consumer(
-        js, subjects.RESULTS_STREAM, results_consumer(run_id), subjects.results(run_id),
+        conn, subjects.RESULTS_STREAM, results_consumer(run_id), subjects.results(run_id),
         ack_wait=timeouts.result_ack_wait, max_ack_pending=limits.result_window * 2,
         inactive_threshold=RESULTS_MAX_AGE,
     )  # fmt: skip
 
 
 async def add_pull_consumer(
-    js: JetStreamContext,
+    conn: Connection,
     stream: str,
     name: str,
     filter_subject: str,
@@ -128,18 +127,18 @@ async def add_pull_consumer(
         max_waiting=max_waiting,
         inactive_threshold=inactive_threshold,
     )
-    await retry_while_forming(js, lambda: js.add_consumer(stream, config))
+    await retry_while_forming(conn, lambda: conn.js.add_consumer(stream, config))
     return name
 
 
 async def pull_results(
-    nc: Client, run_id: str, on_message: Callable[[Msg], None], limits: Limits, timeouts: Timeouts
+    conn: Connection, run_id: str, on_message: Callable[[Msg], None], limits: Limits, timeouts: Timeouts
 ) -> Puller:
     """Start pulling the results of run `run_id`, from its first, into `on_message`."""
-    name = await add_results_consumer(nc.jetstream(timeout=timeouts.connect), run_id, limits, timeouts)
+    name = await add_results_consumer(conn, run_id, limits, timeouts)
     window = limits.result_window
     puller = Puller(
-        nc, subjects.RESULTS_STREAM, name, window, on_message, batch=window // 4, timeouts=timeouts
+        conn, subjects.RESULTS_STREAM, name, window, on_message, batch=window // 4, timeouts=timeouts
     )
     await puller.start()
     return puller

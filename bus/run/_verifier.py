@@ -25,7 +25,7 @@ class Verifier:
     """Asks environments' `gym.env.<env>.verify` for verdicts over one connection."""
 
     def __init__(self, bus: Bus, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
-        self._nc = bus.nc
+        self._conn = bus.conn
         self._timeouts = timeouts
 
     async def verdict(self, environment: str, row: bytes) -> bytes:
@@ -37,7 +37,7 @@ class Verifier:
 
         async def once() -> bytes:
             left = max(0.001, deadline - time.time())
-            return await request(self._nc, subject, row, timeout=left, headers=headers)
+            return await request(self._conn, subject, row, timeout=left, headers=headers)
 
         return await retrying(once, CALL_RETRY, should_retry=_transient, deadline=deadline)
 

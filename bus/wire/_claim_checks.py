@@ -58,7 +58,6 @@ from collections.abc import Mapping
 
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
@@ -73,7 +72,7 @@ from gymbus.schemas import (
     PayloadTooLarge,
 )
 
-from ..cluster import replicas_of, retry_while_forming
+from ..cluster import Connection, retry_while_forming
 from . import _subjects as subjects
 from ._retry import retrying
 
@@ -98,9 +97,9 @@ _RELEASED_TTL = 1  # seconds an empty release marker lives (JetStream's shortest
 _ANONYMOUS = "anonymous"  # the sender token of a connection with no identity (an open bus)
 
 
-def needs_claim(nc: Client, data: bytes) -> bool:
-    """Whether `data` is too big to send as one message on `nc`."""
-    return len(data) > nc.max_payload - _HEADROOM
+def needs_claim(conn: Connection, data: bytes) -> bool:
+    """Whether `data` is too big to send as one message on `conn`."""
+    return len(data) > conn.client.max_payload - _HEADROOM
 
 
 def claim_store_config(max_bytes: int = DEFAULT_LIMITS.claim_store_bytes, replicas: int = 1) -> StreamConfig:
@@ -120,20 +119,20 @@ def claim_store_config(max_bytes: int = DEFAULT_LIMITS.claim_store_bytes, replic
     )
 
 
-async def ensure_claim_store(js: JetStreamContext, max_bytes: int = DEFAULT_LIMITS.claim_store_bytes) -> None:
+async def ensure_claim_store(conn: Connection, max_bytes: int = DEFAULT_LIMITS.claim_store_bytes) -> None:
     """Create the claim store, or check that the one there is bounded as it must be (an
     operator may have made it with another bound; any bound will do). `BusUnavailable`
     saying what is wrong with an existing one; a role that may not create it times out."""
-    config = claim_store_config(max_bytes, replicas_of(js))
+    config = claim_store_config(max_bytes, conn.replicas)
     try:
-        await retry_while_forming(js, lambda: js.add_stream(config))
+        await retry_while_forming(conn, lambda: conn.js.add_stream(config))
     except nats.js.errors.APIError as exc:
         if exc.err_code != _EXISTS:
             raise BusUnavailable(
                 f"the claim store {subjects.CLAIMS_STREAM} ({max_bytes} bytes) could not be created: "
                 f"{exc.description}"
             ) from None
-        existing = (await js.stream_info(subjects.CLAIMS_STREAM)).config
+        existing = (await conn.js.stream_info(subjects.CLAIMS_STREAM)).config
         problem = _unsafe(existing)
         if problem:
             raise BusUnavailable(
@@ -154,8 +153,8 @@ def _unsafe(config: StreamConfig) -> str | None:
     return None
 
 
-def _sender(nc: Client) -> str:
-    return subjects.identity_of_inbox(nc.new_inbox()) or _ANONYMOUS
+def _sender(conn: Connection) -> str:
+    return subjects.identity_of_inbox(conn.client.new_inbox()) or _ANONYMOUS
 
 
 def _digest(data: bytes) -> str:
@@ -163,26 +162,25 @@ def _digest(data: bytes) -> str:
 
 
 async def check_in(
-    nc: Client, subject: str, data: bytes, headers: Mapping[str, str] | None, *, ttl: float
+    conn: Connection, subject: str, data: bytes, headers: Mapping[str, str] | None, *, ttl: float
 ) -> tuple[bytes, dict[str, str]]:
     """An empty body and headers with a claim for `data`, which is stored first, addressed to
     whoever reads `subject`, for `ttl` seconds. `ClaimStoreFull` if the store is at its bound,
     `BusUnavailable` if the bus did not answer (both transient), `PayloadTooLarge` if the
     store refused it otherwise or is missing and cannot be made."""
-    prefix = subjects.claim_prefix(subjects.receiver_of(subject), _sender(nc), uuid.uuid4().hex)
+    prefix = subjects.claim_prefix(subjects.receiver_of(subject), _sender(conn), uuid.uuid4().hex)
     chunk = DEFAULT_LIMITS.claim_chunk_bytes
     count = max(1, -(-len(data) // chunk))
-    js = nc.jetstream()
     try:
-        await _store(js, prefix, data, chunk, count, ttl)
+        await _store(conn, prefix, data, chunk, count, ttl)
     except GymError:
-        await _release(nc, prefix, count)  # the chunks that did fit: no one will read them
+        await _release(conn, prefix, count)  # the chunks that did fit: no one will read them
         raise
     return b"", {**(headers or {}), CLAIM: f"{prefix};{count};{_digest(data)}"}
 
 
 async def check_in_when_room(
-    nc: Client, subject: str, data: bytes, headers: Mapping[str, str] | None, *, ttl: float
+    conn: Connection, subject: str, data: bytes, headers: Mapping[str, str] | None, *, ttl: float
 ) -> tuple[bytes, dict[str, str]]:
     """`check_in`, tried again while the store is full or the bus away (`CLAIM_STORE_RETRY`,
     minutes): for tasks and results, which are worth the wait, as bodies leave the store
@@ -192,7 +190,7 @@ async def check_in_when_room(
         log.warning("%s; trying again", exc)
 
     return await retrying(
-        lambda: check_in(nc, subject, data, headers, ttl=ttl),
+        lambda: check_in(conn, subject, data, headers, ttl=ttl),
         CLAIM_STORE_RETRY,
         should_retry=lambda exc: exc.transient,
         on_retry=waiting,
@@ -200,20 +198,20 @@ async def check_in_when_room(
 
 
 async def _store(
-    js: JetStreamContext, prefix: str, data: bytes, chunk: int, count: int, ttl: float, *, create: bool = True
+    conn: Connection, prefix: str, data: bytes, chunk: int, count: int, ttl: float, *, create: bool = True
 ) -> None:
     ttl = max(float(_RELEASED_TTL), ttl)
     for index in range(count):
         part = data[index * chunk : (index + 1) * chunk]
         try:
-            await js.publish(subjects.claim_chunk(prefix, index), part, msg_ttl=ttl)
+            await conn.js.publish(subjects.claim_chunk(prefix, index), part, msg_ttl=ttl)
         except nats.js.errors.NoStreamResponseError:
             if index or not create:
                 raise PayloadTooLarge(
                     f"{len(data)} bytes could not be stored: the claim store is gone"
                 ) from None
-            await _create(js)  # the first body on this bus
-            await _store(js, prefix, data, chunk, count, ttl, create=False)
+            await _create(conn)  # the first body on this bus
+            await _store(conn, prefix, data, chunk, count, ttl, create=False)
             return
         except nats.js.errors.APIError as exc:
             if exc.err_code == _NO_SPACE:
@@ -228,10 +226,10 @@ async def _store(
             ) from None
 
 
-async def _create(js: JetStreamContext) -> None:
+async def _create(conn: Connection) -> None:
     """Make the missing store (a runner's or a worker's role may; others time out)."""
     try:
-        await ensure_claim_store(js)
+        await ensure_claim_store(conn)
     except (nats.errors.Error, TimeoutError) as exc:
         raise PayloadTooLarge(
             f"the claim store {subjects.CLAIMS_STREAM} does not exist and could not be created "
@@ -239,7 +237,9 @@ async def _create(js: JetStreamContext) -> None:
         ) from None
 
 
-async def check_out(nc: Client, data: bytes, headers: Mapping[str, str] | None, *, release_it: bool) -> bytes:
+async def check_out(
+    conn: Connection, data: bytes, headers: Mapping[str, str] | None, *, release_it: bool
+) -> bytes:
     """The body a message stands for: `data` itself, or the claimed body (released at once
     with `release_it`). `PayloadTooLarge` if the claim is malformed or its body is gone or
     changed; `BusUnavailable` if the bus did not answer (or the body is not this role's to
@@ -248,13 +248,13 @@ async def check_out(nc: Client, data: bytes, headers: Mapping[str, str] | None, 
     if claim is None:
         return data
     prefix, count, digest = _parse(claim)
-    js = nc.jetstream()
+    js = conn.js
     parts = [await _read(js, subjects.claim_chunk(prefix, index)) for index in range(count)]
     body = b"".join(parts)
     if _digest(body) != digest:
         raise PayloadTooLarge(f"claimed body {prefix} is gone or changed (its digest differs)")
     if release_it:
-        await _release(nc, prefix, count)
+        await _release(conn, prefix, count)
     return body
 
 
@@ -281,7 +281,7 @@ async def _read(js: JetStreamContext, subject: str) -> bytes:
     raise AssertionError("unreachable")
 
 
-async def release_claim(nc: Client, headers: Mapping[str, str] | None) -> None:
+async def release_claim(conn: Connection, headers: Mapping[str, str] | None) -> None:
     """Free the claimed body `headers` name, if any, now that its reader is done with it
     (best effort: it expires with its TTL anyway)."""
     claim = headers.get(CLAIM) if headers else None
@@ -291,13 +291,13 @@ async def release_claim(nc: Client, headers: Mapping[str, str] | None) -> None:
         prefix, count, _ = _parse(claim)
     except PayloadTooLarge:
         return
-    await _release(nc, prefix, count)
+    await _release(conn, prefix, count)
 
 
-async def _release(nc: Client, prefix: str, count: int) -> None:
+async def _release(conn: Connection, prefix: str, count: int) -> None:
     marker = {"Nats-TTL": str(_RELEASED_TTL)}
     try:
         for index in range(count):
-            await nc.publish(subjects.claim_chunk(prefix, index), b"", headers=marker)
+            await conn.client.publish(subjects.claim_chunk(prefix, index), b"", headers=marker)
     except nats.errors.Error as exc:
         log.debug("claimed body %s not released (%s): it expires", prefix, type(exc).__name__)

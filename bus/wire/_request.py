@@ -20,12 +20,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import nats.errors
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from gymbus.schemas import (
@@ -38,6 +36,7 @@ from gymbus.schemas import (
     RequestTimeout,
 )
 
+from ..cluster import Connection
 from ._claim_checks import check_in, check_out, needs_claim, release_claim
 from ._codec import error_from_reply
 
@@ -73,8 +72,8 @@ _GAPS = 2.5
 class _Requester:
     """The replies of one connection, matched to their requests by inbox token."""
 
-    def __init__(self, nc: Client) -> None:
-        self.nc = nc
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
         self.prefix = ""
         self.waiting: dict[str, _Waiting] = {}
         self.tokens = (str(n) for n in itertools.count())
@@ -89,9 +88,9 @@ class _Requester:
         await self.ready
 
     async def _subscribe(self) -> None:
-        prefix = self.nc.new_inbox() + "."
+        prefix = self.conn.client.new_inbox() + "."
         try:
-            await self.nc.subscribe(prefix + "*", cb=self._on_reply)
+            await self.conn.client.subscribe(prefix + "*", cb=self._on_reply)
         except nats.errors.Error:
             self._forget()  # a closed connection: the next request on it fails afresh
             raise
@@ -117,7 +116,7 @@ class _Requester:
         # the closed client (and this requester) alive for good.
         check = DEFAULT_TIMEOUTS.silence_check
         last = time.monotonic()
-        while not self.nc.is_closed:
+        while not self.conn.is_closed:
             await asyncio.sleep(check)
             now = time.monotonic()
             held, last = now - last - check, now
@@ -141,10 +140,9 @@ class _Requester:
         self._forget()
 
     def _forget(self) -> None:
-        """Drop this requester from the registry, whose strong reference to it (and so to
-        its client) would otherwise keep the weakly keyed client alive."""
-        if _requesters.get(self.nc) is self:
-            del _requesters[self.nc]
+        """Leave the connection: its next request (on a connection closed meanwhile) fails afresh."""
+        if self.conn.requester is self:
+            self.conn.requester = None
 
     async def ask(
         self, subject: str, data: bytes, headers: dict[str, str] | None, timeout: float, silence: float
@@ -155,7 +153,7 @@ class _Requester:
         self.waiting[token] = waiting
         timer = loop.call_later(timeout, _expire, waiting.reply, timeout)
         try:
-            await self.nc.publish(subject, data, reply=self.prefix + token, headers=headers)
+            await self.conn.client.publish(subject, data, reply=self.prefix + token, headers=headers)
             return await waiting.reply
         finally:
             timer.cancel()
@@ -167,18 +165,15 @@ def _expire(reply: asyncio.Future[Msg], timeout: float) -> None:
         reply.set_exception(RequestTimeout(f"no reply within {timeout:g} s"))
 
 
-_requesters: weakref.WeakKeyDictionary[Client, _Requester] = weakref.WeakKeyDictionary()
-
-
-def _requester(nc: Client) -> _Requester:
-    requester = _requesters.get(nc)
-    if requester is None:
-        requester = _requesters[nc] = _Requester(nc)
-    return requester
+def _requester(conn: Connection) -> _Requester:
+    """The connection's requester, made on its first request."""
+    if not isinstance(conn.requester, _Requester):
+        conn.requester = _Requester(conn)
+    return conn.requester
 
 
 async def request(
-    nc: Client,
+    conn: Connection,
     subject: str,
     data: bytes,
     *,
@@ -197,15 +192,15 @@ async def request(
     `timeout` plus `Timeouts.late_reply` seconds unless read first.
     """
     sent_headers = dict(headers) if headers else None
-    requester = _requester(nc)
+    requester = _requester(conn)
     try:
-        if needs_claim(nc, data):
+        if needs_claim(conn, data):
             ttl = timeout + DEFAULT_TIMEOUTS.late_reply
-            data, sent_headers = await check_in(nc, subject, data, sent_headers, ttl=ttl)
+            data, sent_headers = await check_in(conn, subject, data, sent_headers, ttl=ttl)
         await requester.start()
         msg = await requester.ask(subject, data, sent_headers, timeout, silence)
     except NoResponders:
-        await release_claim(nc, sent_headers)  # nobody will read it
+        await release_claim(conn, sent_headers)  # nobody will read it
         raise NoResponders(f"nobody serves {subject}", subject=subject) from None
     except GymError as exc:
         exc.subject = subject
@@ -217,4 +212,4 @@ async def request(
     error = error_from_reply(msg.headers, msg.data, subject)
     if error is not None:
         raise error
-    return await check_out(nc, msg.data, msg.headers, release_it=True)
+    return await check_out(conn, msg.data, msg.headers, release_it=True)

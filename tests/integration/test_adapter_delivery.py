@@ -83,7 +83,7 @@ class Setup:
     def close(self) -> None:
         self.loop.run(self.relay.stop())
         self.loop.run(self.publisher.close(forget=True))
-        self.loop.run(self.nc.close())
+        self.loop.run(self.conn.close())
         self.loop.stop()
         self._stop_processes()
 

@@ -21,10 +21,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from nats.aio.client import Client
 
 from gymbus import bus
-from gymbus.bus import environment_service, model_service
+from gymbus.bus import Connection, environment_service, model_service
 from gymbus.functions import Environment, MemoryState, Session, tool
 from gymbus.functions.models.offline import offline_policy
 from gymbus.schemas import SESSION, Response, ResponsesCreateParams, VerifyRequest, VerifyResult
@@ -56,7 +55,7 @@ async def judged_verify(request: VerifyRequest, session: Session) -> VerifyResul
 
 
 async def test_a_cpu_bound_environments_calls_run_off_the_loop_with_their_session(
-    host: bus.ServiceHost, nc: Client
+    host: bus.ServiceHost, nc: Connection
 ) -> None:
     env = Environment("threaded", judged_verify, tools=(remember,), cpu_bound=True)
     await host.add(environment_service(env, MemoryState(), nc))

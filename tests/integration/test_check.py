@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 from msgspec import Struct
-from nats.aio.client import Client
 
 from gymbus import bus
-from gymbus.bus import Endpoint, Handler, ServiceSpec, environment_service, subjects
+from gymbus.bus import Connection, Endpoint, Handler, ServiceSpec, environment_service, subjects
 from gymbus.functions import Environment, MemoryState, Session, tool
 from gymbus.runner.checks._check import CheckItem, check_environment
 from gymbus.runner.checks._contract import EnvironmentContract
@@ -81,7 +80,7 @@ def _print(items: list[CheckItem]) -> None:
     print("\n".join(item.describe() for item in items))  # the report, shown with `pytest -s`
 
 
-async def test_a_broken_environment_is_told_what_is_broken(host: bus.ServiceHost, nc: Client) -> None:
+async def test_a_broken_environment_is_told_what_is_broken(host: bus.ServiceHost, nc: Connection) -> None:
     """Its seed raises, one tool raises, one declared tool is not served, and its verify
     returns a result without `reward`."""
     served = replace(BROKEN, tools=(get_weather, divide))  # `lookup` declared, never served
@@ -118,7 +117,7 @@ def _reply(body: bytes) -> Handler:
 
 
 async def test_an_environment_served_by_another_language_is_checked_against_its_dataset_row(
-    host: bus.ServiceHost, nc: Client
+    host: bus.ServiceHost, nc: Connection
 ) -> None:
     """No seed subject at all, a tool that answers something that is not JSON, a reward that is
     not a number, and a tool the dataset offers the model that nobody serves."""
@@ -146,7 +145,7 @@ async def test_an_environment_served_by_another_language_is_checked_against_its_
 
 
 async def test_a_tool_the_row_offers_with_other_fields_or_types_than_it_takes_is_reported(
-    host: bus.ServiceHost, nc: Client
+    host: bus.ServiceHost, nc: Connection
 ) -> None:
     """The row's hand-written schema says `city` is a number and adds `units`: a model that
     follows it gets only refusals, and the check says so rather than passing on the refusal."""
@@ -198,7 +197,7 @@ def test_the_command_takes_one_environment_of_a_file_that_defines_two(
     assert "second_of_two: all 4 checks passed" in one.stderr
 
 
-async def test_an_environment_nobody_serves_fails_at_its_ping(nc: Client) -> None:
+async def test_an_environment_nobody_serves_fails_at_its_ping(nc: Connection) -> None:
     items = await check_environment(
         bus.Bus.over(nc), EnvironmentContract.from_row("nobody_serves_this", None), TIMEOUTS
     )

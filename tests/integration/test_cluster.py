@@ -44,7 +44,7 @@ def _stream_replicas(servers: NatsServers) -> dict[str, int]:
     async def read() -> dict[str, int]:
         nc = await bus.connect(servers.url(0), name="test")
         try:
-            js = nc.jetstream()
+            js = nc.js
             return {info.config.name or "": info.config.num_replicas or 1 for info in await js.streams_info()}
         finally:
             await nc.close()
@@ -62,11 +62,10 @@ def test_workers_started_with_the_cluster_set_up_once_it_has_settled(tmp_path: P
     async def set_up(url: str) -> None:
         nc = await bus.connect(url, name="test", replicas=3)
         try:
-            js = nc.jetstream()
-            await bus.hosting.KvSessions.open(js, WEATHER)
-            await bus.run.ensure_streams(js)
+            await bus.hosting.KvSessions.open(nc, WEATHER)
+            await bus.run.ensure_streams(nc)
             await bus.run.add_results_consumer(
-                js, "settling", schemas.DEFAULT_LIMITS, schemas.DEFAULT_TIMEOUTS
+                nc, "settling", schemas.DEFAULT_LIMITS, schemas.DEFAULT_TIMEOUTS
             )
         finally:
             await nc.close()

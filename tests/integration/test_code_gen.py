@@ -11,10 +11,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from nats.aio.client import Client
 
 from gymbus import bus
-from gymbus.bus import ServeOptions, environment_service, model_service, serve_functions, subjects
+from gymbus.bus import Connection, ServeOptions, environment_service, model_service, serve_functions, subjects
 from gymbus.bus.hosting import run_rollout
 from gymbus.functions import MemoryState
 from gymbus.functions.environments._sandbox import describe
@@ -67,7 +66,7 @@ def scripted(code: str):  # type: ignore[no-untyped-def]
     return generate
 
 
-async def rollout(host: bus.ServiceHost, nc: Client, code: str) -> dict[str, object]:
+async def rollout(host: bus.ServiceHost, nc: Connection, code: str) -> dict[str, object]:
     await host.add(environment_service(ENVIRONMENTS["code_gen"], MemoryState()))
     await host.add(model_service("scripted", "policy", scripted(code)))
     row = await run_rollout(nc, AGENTS[AGENT], ROW, deadline=time.time() + 60)
@@ -80,7 +79,7 @@ async def rollout(host: bus.ServiceHost, nc: Client, code: str) -> dict[str, obj
     [("print(int(input()) ** 2)", 1.0, [True, True]), ("print(int(input()) * 2)", 0.0, [-2])],
 )
 async def test_code_is_verified_in_the_sandbox_through_the_bus(
-    host: bus.ServiceHost, nc: Client, code: str, reward: float, result: list[object]
+    host: bus.ServiceHost, nc: Connection, code: str, reward: float, result: list[object]
 ) -> None:
     row = await rollout(host, nc, code)
     assert (row["reward"], row["result"], row["extracted_model_code"]) == (reward, result, code)
@@ -88,7 +87,7 @@ async def test_code_is_verified_in_the_sandbox_through_the_bus(
 
 
 async def test_without_a_sandbox_the_rollout_is_a_failure_row(
-    host: bus.ServiceHost, nc: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    host: bus.ServiceHost, nc: Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap here
     row = await rollout(host, nc, "print(int(input()) ** 2)")
@@ -98,7 +97,7 @@ async def test_without_a_sandbox_the_rollout_is_a_failure_row(
 
 @needs_sandbox
 async def test_the_callers_deadline_reaches_the_sandbox_through_the_bus(
-    host: bus.ServiceHost, nc: Client
+    host: bus.ServiceHost, nc: Connection
 ) -> None:
     """The verify request's `Gym-Deadline` stops the sandbox: no work outlives the caller."""
     await host.add(environment_service(ENVIRONMENTS["code_gen"], MemoryState()))

@@ -29,8 +29,8 @@ async def test_an_unreachable_nats_url_is_a_clear_error(monkeypatch: pytest.Monk
 async def test_without_nats_url_an_embedded_server_runs_and_stops(no_nats_url: None) -> None:
     async with bus.open_bus(name="t") as opened:
         assert opened.embedded is not None
-        assert opened.nc.max_payload == 8 * 1024 * 1024
-        await opened.js.account_info()  # JetStream is on
+        assert opened.conn.client.max_payload == 8 * 1024 * 1024
+        await opened.conn.js.account_info()  # JetStream is on
         url = opened.url
     with pytest.raises(schemas.BusUnavailable):
         await bus.connect(url, name="after", timeouts=schemas.Timeouts(connect=1.0))

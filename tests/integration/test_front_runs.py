@@ -55,7 +55,7 @@ async def test_a_waiting_run_is_answered_503_once_its_agent_stays_unserved(own_s
             await asyncio.sleep(1.5)
             assert not waiting.done() and requests.in_flight == 1  # served, just not taken yet
             await pretending.stop()
-            await pretending.nc.close()
+            await pretending.conn.close()
             gone = time.monotonic()
             outcome = await asyncio.wait_for(waiting, 30)
             answered_after = time.monotonic() - gone
@@ -79,7 +79,7 @@ async def test_a_waiting_run_is_answered_at_once_where_its_workers_were_given_up
             waiting = asyncio.create_task(requests.run(agent, ROW))
             await asyncio.sleep(1.0)
             await pretending.stop()
-            await pretending.nc.close()
+            await pretending.conn.close()
             why[agent] = "its worker processes kept exiting as they started: ImportError: no module named x"
             gone = time.monotonic()
             outcome = await asyncio.wait_for(waiting, 30)
@@ -107,7 +107,7 @@ async def test_a_run_past_its_deadline_is_lost_and_worded_as_collect_words_it(ow
                 await requests.close()
     finally:
         await pretending.stop()
-        await pretending.nc.close()
+        await pretending.conn.close()
     row = json.loads(outcome.body)
     assert outcome.status is OutcomeStatus.LOST and row["_ng_failure_class"] == "deadline_exceeded"
     assert row["_ng_failure_message"] == bus.run.EXPIRED

@@ -113,14 +113,14 @@ async def test_a_producer_cannot_read_results(secured: tuple[NatsServers, Secure
     auth = bus.BusAuth(nkey=layout.credentials["producer"])
     nc = await bus.connect(servers.url(0), name="producer", auth=auth, role="producer")
     try:
-        await nc.subscribe("gym.results.>", cb=_ignore)
-        await nc.flush()
+        await nc.client.subscribe("gym.results.>", cb=_ignore)
+        await nc.client.flush()
         with pytest.raises(NotAuthorized, match=r"gym\.results\.>"):
             await bus.connection.check_permitted(nc, ["gym.results.>"], "runner")
         with pytest.raises(TimeoutError):  # the JetStream API request is dropped by the server
-            await nc.jetstream(timeout=1).add_consumer("GYM_RESULTS", durable_name="peek")
-        await nc.publish("gym.tasks.example_single_tool_call_simple_agent", b"{}")  # what it may do
-        await nc.flush()
+            await nc.client.jetstream(timeout=1).add_consumer("GYM_RESULTS", durable_name="peek")
+        await nc.client.publish("gym.tasks.example_single_tool_call_simple_agent", b"{}")  # what it may do
+        await nc.client.flush()
         await bus.connection.check_permitted(
             nc, ["gym.tasks.example_single_tool_call_simple_agent"], "producer"
         )
@@ -144,8 +144,8 @@ async def test_only_agents_may_publish_results(secured: tuple[NatsServers, Secur
         auth = bus.BusAuth(nkey=layout.credentials[role])
         nc = await bus.connect(servers.url(0), name=role, auth=auth, role=role)
         try:
-            await nc.publish("gym.results.r0123456789abcdef", b'{"reward": 999.0}')
-            await nc.flush()
+            await nc.client.publish("gym.results.r0123456789abcdef", b'{"reward": 999.0}')
+            await nc.client.flush()
             if allowed:
                 await bus.connection.check_permitted(nc, None, role)
             else:
@@ -252,7 +252,7 @@ async def _collect_while_forging(
     async def copy(msg: object) -> None:
         seen.put_nowait(dict(getattr(msg, "headers", None) or {}))
 
-    await nc.subscribe("gym.results.>", cb=copy)
+    await nc.client.subscribe("gym.results.>", cb=copy)
     runner = await asyncio.create_subprocess_exec(
         *RUNNER, "collect", "-i", str(source), "-o", str(out), *args, "--concurrency", "4", env=env,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
@@ -263,7 +263,7 @@ async def _collect_while_forging(
     for seq in range(50, 70):  # rollouts not run yet: 4 in flight, 0.4 s each
         headers = {**real, "Gym-Seq": str(seq), "Nats-Msg-Id": f"{run}.{seq}.0"}
         row = b'{"_ng_task_index": %d, "_ng_rollout_index": 0, "reward": 999.0, "forged": true}' % seq
-        await nc.jetstream().publish(f"gym.results.{run}", row, headers=headers)
+        await nc.js.publish(f"gym.results.{run}", row, headers=headers)
         forged += 1
     assert count_lines(out) < 50  # the forgeries came before their rollouts' real results
     assert await asyncio.wait_for(runner.wait(), 90) == 0

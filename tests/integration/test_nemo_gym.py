@@ -475,7 +475,7 @@ async def test_a_users_own_server_is_hosted_and_bad_calls_fail_loudly(
                                     timeout=30, headers=headers)  # fmt: skip
         assert json.loads(verdict)["reward"] == 1.0
         # A session whose replica is gone: lost, loudly (its rollout would start again).
-        sessions = await bus.hosting.KvSessions.open(nc.jetstream(), "text_length")
+        sessions = await bus.hosting.KvSessions.open(nc, "text_length")
         await sessions.put("s2", msgspec.json.encode(SessionRecord(replica="gone0000", cookie=None)))
         with pytest.raises(SessionLost, match="gone"):
             await bus.request(nc, tool, b'{"text": "hello"}', timeout=30, headers={SESSION: "s2"})

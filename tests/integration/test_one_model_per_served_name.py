@@ -10,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nats.aio.client import Client
-
 from gymbus import bus
+from gymbus.bus import Connection
 
 POLICIES = """
 from gymbus.functions import Model
@@ -30,13 +29,13 @@ HASTY = Model(name="hasty", make=_make)
 """
 
 
-async def _served_adapters(nc: Client, served_as: str) -> set[str]:
+async def _served_adapters(nc: Connection, served_as: str) -> set[str]:
     infos = await bus.service_infos(nc, served_as, window=0.5)
     return {info.metadata.get("adapter", "") for info in infos}
 
 
 async def test_two_models_of_a_file_under_one_served_name_are_refused_naming_both(
-    nats_url: str, nc: Client, tmp_path: Path
+    nats_url: str, nc: Connection, tmp_path: Path
 ) -> None:
     policies = tmp_path / "policies.py"
     policies.write_text(POLICIES)

@@ -111,9 +111,9 @@ async def test_the_jwts_lock_as_the_nkey_config_does(operator_bus: tuple[NatsSer
     producer = await bus.connect(url, name="producer", auth=bus.BusAuth(creds=layout.credentials["producer"]),
                                  role="producer")  # fmt: skip
     try:
-        await producer.publish("gym.results.r0123456789abcdef", b'{"reward": 999.0}')
+        await producer.client.publish("gym.results.r0123456789abcdef", b'{"reward": 999.0}')
         with pytest.raises(TimeoutError):  # the JetStream API request is dropped by the server
-            await producer.jetstream(timeout=1).purge_stream(bus.subjects.CLAIMS_STREAM)
+            await producer.client.jetstream(timeout=1).purge_stream(bus.subjects.CLAIMS_STREAM)
         with pytest.raises(schemas.NotAuthorized, match=r"gym\.results"):
             await bus.connection.check_permitted(producer, None, "producer")
     finally:

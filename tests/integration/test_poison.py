@@ -8,11 +8,10 @@ import json
 import time
 
 import pytest
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from gymbus.bus import ServeOptions, serve_functions, subjects
+from gymbus.bus import Connection, ServeOptions, serve_functions, subjects
 from gymbus.bus.hosting import agent_consumer
 from gymbus.bus.run import ExhaustedTasks, ensure_streams, task_headers
 from tests.conftest import WEATHER, WEATHER_AGENT
@@ -28,20 +27,22 @@ POISON = [
 ]
 
 
-async def results_of(nc: Client, run: str) -> list[Msg]:
+async def results_of(nc: Connection, run: str) -> list[Msg]:
     received: list[Msg] = []
 
     async def keep(msg: Msg) -> None:
         received.append(msg)
 
-    await nc.subscribe(subjects.results(run), cb=keep)
-    await nc.flush()
+    await nc.client.subscribe(subjects.results(run), cb=keep)
+    await nc.client.flush()
     return received
 
 
-async def test_every_poison_task_ends_as_a_failure_row_and_is_acknowledged(nc: Client, nats_url: str) -> None:
-    js = nc.jetstream()
-    await ensure_streams(js)
+async def test_every_poison_task_ends_as_a_failure_row_and_is_acknowledged(
+    nc: Connection, nats_url: str
+) -> None:
+    js = nc.js
+    await ensure_streams(nc)
     run = f"rpoison{int(time.time())}"
     received = await results_of(nc, run)
     stop = asyncio.Event()
@@ -67,9 +68,9 @@ async def test_every_poison_task_ends_as_a_failure_row_and_is_acknowledged(nc: C
     assert consumer.num_ack_pending == 0 and consumer.num_pending == 0  # all acknowledged
 
 
-async def test_a_task_no_worker_ever_finishes_is_reported_once_its_deliveries_run_out(nc: Client) -> None:
-    js = nc.jetstream()
-    await ensure_streams(js)
+async def test_a_task_no_worker_ever_finishes_is_reported_once_its_deliveries_run_out(nc: Connection) -> None:
+    js = nc.js
+    await ensure_streams(nc)
     agent = f"dies_on_it_{int(time.time())}"
     config = ConsumerConfig(
         durable_name=agent_consumer(agent),

@@ -176,7 +176,7 @@ def test_a_model_worker_on_the_bus_follows_the_policys_current_version(
 async def _set_current(url: str, version: int) -> None:
     nc = await bus.connect(url, name="test")
     try:
-        records = await bus.policy.policy_records(nc.jetstream())
+        records = await bus.policy.policy_records(nc)
         record = PolicyRecord(policy=POLICY, incarnation=INCARNATION, current=version)
         await records.put(POLICY, msgspec.json.encode(record))
     finally:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 
-from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from gymbus import bus
+from gymbus.bus import Connection
 
 
-async def test_stop_ends_the_puller_even_when_it_is_woken_at_the_same_moment(nc: Client) -> None:
-    js = nc.jetstream()
-    await bus.run.ensure_streams(js)
+async def test_stop_ends_the_puller_even_when_it_is_woken_at_the_same_moment(nc: Connection) -> None:
+    js = nc.js
+    await bus.run.ensure_streams(nc)
     config = ConsumerConfig(
         durable_name="pull-stop-test",
         filter_subject=bus.subjects.results("pullstoptest"),

@@ -9,10 +9,10 @@ import time
 import weakref
 
 import pytest
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from gymbus import bus, schemas
+from gymbus.bus import Connection
 from gymbus.bus.wire._request import WATCH_TASK
 
 
@@ -28,9 +28,11 @@ async def ignore(msg: Msg) -> None:
     pass
 
 
-async def test_a_closed_connection_stops_its_silence_watcher_and_is_freed(nc: Client, nats_url: str) -> None:
-    await nc.subscribe("test.request.echo", cb=echo)
-    await nc.flush()
+async def test_a_closed_connection_stops_its_silence_watcher_and_is_freed(
+    nc: Connection, nats_url: str
+) -> None:
+    await nc.client.subscribe("test.request.echo", cb=echo)
+    await nc.client.flush()
     before = watchers()
     client = await bus.connect(nats_url, name="closing")
     assert await bus.request(client, "test.request.echo", b"hi", timeout=5) == b"hi"
@@ -44,10 +46,10 @@ async def test_a_closed_connection_stops_its_silence_watcher_and_is_freed(nc: Cl
 
 
 async def test_a_request_waiting_when_its_connection_closes_fails_as_bus_unavailable(
-    nc: Client, nats_url: str
+    nc: Connection, nats_url: str
 ) -> None:
-    await nc.subscribe("test.request.never", cb=ignore)
-    await nc.flush()
+    await nc.client.subscribe("test.request.never", cb=ignore)
+    await nc.client.flush()
     client = await bus.connect(nats_url, name="closing")
     waiting = asyncio.create_task(bus.request(client, "test.request.never", b"", timeout=60, silence=60))
     await asyncio.sleep(0.2)
@@ -81,11 +83,11 @@ class SlowResponder:
         async def answer(msg: Msg) -> None:
             for gap in self.gaps:
                 await asyncio.sleep(gap)
-                await client.publish(msg.reply, b"", headers={schemas.WORKING: "1"})
+                await client.client.publish(msg.reply, b"", headers={schemas.WORKING: "1"})
             await msg.respond(b"done")
 
-        await client.subscribe(self.subject, cb=answer)
-        await client.flush()
+        await client.client.subscribe(self.subject, cb=answer)
+        await client.client.flush()
         self.ready.set()
         while not self.done.is_set():
             await asyncio.sleep(0.05)
@@ -93,7 +95,7 @@ class SlowResponder:
 
 
 async def test_a_requester_whose_own_loop_was_held_does_not_call_its_worker_silent(
-    nc: Client, nats_url: str
+    nc: Connection, nats_url: str
 ) -> None:
     with SlowResponder(nats_url, "test.request.held", gaps=[0.5] * 12):
         waiting = asyncio.create_task(bus.request(nc, "test.request.held", b"", timeout=30, silence=2))
@@ -102,7 +104,7 @@ async def test_a_requester_whose_own_loop_was_held_does_not_call_its_worker_sile
         assert await waiting == b"done"
 
 
-async def test_a_worker_whose_keep_alives_come_late_is_given_longer(nc: Client, nats_url: str) -> None:
+async def test_a_worker_whose_keep_alives_come_late_is_given_longer(nc: Connection, nats_url: str) -> None:
     with SlowResponder(nats_url, "test.request.late", gaps=[1.5, 3.0, 3.0]):
         assert await bus.request(nc, "test.request.late", b"", timeout=30, silence=2) == b"done"
     with SlowResponder(nats_url, "test.request.gone", gaps=[0.5, 30.0]):  # a long gap is still silence

@@ -7,11 +7,10 @@ import time
 from dataclasses import replace
 
 import pytest
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from gymbus import bus, schemas
-from gymbus.bus import environment_service, model_service
+from gymbus.bus import Connection, environment_service, model_service
 from gymbus.bus.hosting import BusModels, agent_service, run_rollout
 from gymbus.functions import MemoryState
 from gymbus.functions.models.offline import offline_policy
@@ -29,12 +28,12 @@ def flaky(failures: list[schemas.GymError]):  # type: ignore[no-untyped-def]
     return generate
 
 
-async def rollout(nc: Client, row: bytes) -> dict[str, object]:
+async def rollout(nc: Connection, row: bytes) -> dict[str, object]:
     return json.loads(await run_rollout(nc, AGENTS[WEATHER_AGENT], row, time.time() + 60))  # type: ignore[no-any-return]
 
 
 async def test_transient_model_failures_are_retried_and_counted(
-    host: bus.ServiceHost, nc: Client, weather_rows: list[bytes]
+    host: bus.ServiceHost, nc: Connection, weather_rows: list[bytes]
 ) -> None:
     await host.add(environment_service(ENVIRONMENTS[WEATHER], MemoryState()))
     failures: list[schemas.GymError] = [
@@ -49,7 +48,7 @@ async def test_transient_model_failures_are_retried_and_counted(
 
 
 async def test_a_permanent_model_failure_fails_the_rollout_without_retries(
-    host: bus.ServiceHost, nc: Client, weather_rows: list[bytes]
+    host: bus.ServiceHost, nc: Connection, weather_rows: list[bytes]
 ) -> None:
     await host.add(environment_service(ENVIRONMENTS[WEATHER], MemoryState()))
     await host.add(model_service("rejecting", "policy", flaky([schemas.BadRequest("HTTP 401: bad key")] * 5)))
@@ -59,7 +58,7 @@ async def test_a_permanent_model_failure_fails_the_rollout_without_retries(
     assert row["_gymbus"]["model_retries"] == 0  # type: ignore[index]
 
 
-async def test_an_invented_tool_name_is_answered_at_once(host: bus.ServiceHost, nc: Client) -> None:
+async def test_an_invented_tool_name_is_answered_at_once(host: bus.ServiceHost, nc: Connection) -> None:
     await host.add(environment_service(ENVIRONMENTS[WEATHER], MemoryState()))
     await host.add(model_service("offline", "policy", offline_policy))
     row = json.dumps({"responses_create_params": {"input": "weather in sf?", "tools": [
@@ -74,7 +73,7 @@ async def test_an_invented_tool_name_is_answered_at_once(host: bus.ServiceHost, 
 
 
 async def test_garbage_to_an_agent_is_a_bad_request_and_it_keeps_serving(
-    weather_functions: bus.ServiceHost, nc: Client, weather_rows: list[bytes]
+    weather_functions: bus.ServiceHost, nc: Connection, weather_rows: list[bytes]
 ) -> None:
     await weather_functions.add(agent_service(nc, AGENTS[WEATHER_AGENT]))
     subject = bus.subjects.agent_run(WEATHER_AGENT)
@@ -84,14 +83,14 @@ async def test_garbage_to_an_agent_is_a_bad_request_and_it_keeps_serving(
         b'{"responses_create_params": {"input": 3}}',
         b"x" * (4 * 1024 * 1024),
     ):
-        msg = await nc.request(subject, garbage, timeout=10)
+        msg = await nc.client.request(subject, garbage, timeout=10)
         assert msg.headers is not None and msg.headers["Nats-Service-Error-Code"] == "400"
     reply = json.loads(await bus.request(nc, subject, weather_rows[0], timeout=10))
     assert reply["reward"] == 1.0
 
 
 async def test_garbage_to_every_environment_and_model_subject_gets_a_structured_error(
-    weather_functions: bus.ServiceHost, nc: Client
+    weather_functions: bus.ServiceHost, nc: Connection
 ) -> None:
     subjects = [
         bus.subjects.env_seed(WEATHER),
@@ -101,7 +100,7 @@ async def test_garbage_to_every_environment_and_model_subject_gets_a_structured_
     ]
     for subject in subjects:
         for garbage in (b"\xde\xad\xbe\xef", b"[1]", b'{"responses_create_params": 1}', b"{" * 500_000):
-            msg = await nc.request(subject, garbage, timeout=10)
+            msg = await nc.client.request(subject, garbage, timeout=10)
             assert msg.headers is not None and msg.headers["Nats-Service-Error-Code"] == "400", subject
             assert json.loads(msg.data)["error"]["type"] == "bad_request"
     reply = await bus.request(
@@ -110,19 +109,19 @@ async def test_garbage_to_every_environment_and_model_subject_gets_a_structured_
     assert b"Lima" in reply
 
 
-async def count_requests(nc: Client, subject: str) -> list[bytes]:
+async def count_requests(nc: Connection, subject: str) -> list[bytes]:
     """A subscriber on `subject` that records each request and never answers it."""
     seen: list[bytes] = []
 
     async def record(msg: Msg) -> None:
         seen.append(msg.data)
 
-    await nc.subscribe(subject, cb=record)
-    await nc.flush()
+    await nc.client.subscribe(subject, cb=record)
+    await nc.client.flush()
     return seen
 
 
-async def test_an_environments_model_call_is_not_retried_past_the_rollout_deadline(nc: Client) -> None:
+async def test_an_environments_model_call_is_not_retried_past_the_rollout_deadline(nc: Connection) -> None:
     seen = await count_requests(nc, bus.subjects.model_responses("slow_judge"))
     timeouts = replace(schemas.DEFAULT_TIMEOUTS, model=0.2)
     expired = {schemas.SESSION: "s1", schemas.DEADLINE: f"{time.time() - 1:.3f}"}
@@ -132,7 +131,7 @@ async def test_an_environments_model_call_is_not_retried_past_the_rollout_deadli
     assert len(seen) == 1  # without the deadline, MODEL_RETRY tries 8 times over about 50 s
 
 
-async def test_a_judge_nobody_serves_fails_before_the_rollout_deadline(nc: Client) -> None:
+async def test_a_judge_nobody_serves_fails_before_the_rollout_deadline(nc: Connection) -> None:
     deadline = time.time() + 1.0
     headers = {schemas.SESSION: "s1", schemas.DEADLINE: f"{deadline:.3f}"}
     with pytest.raises(schemas.NoResponders):

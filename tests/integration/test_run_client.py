@@ -8,15 +8,13 @@ import time
 import uuid
 from collections.abc import Mapping
 
-from nats.aio.client import Client
-
 from gymbus import bus
-from gymbus.bus import RunClient, TaskConsumer, subjects
+from gymbus.bus import Connection, RunClient, TaskConsumer, subjects
 
 
-async def queued(nc: Client, agent: str) -> int:
+async def queued(nc: Connection, agent: str) -> int:
     """Messages of `agent`'s work queue the stream still holds."""
-    info = await nc.jetstream().stream_info(subjects.TASKS_STREAM, subjects_filter=subjects.tasks(agent))
+    info = await nc.js.stream_info(subjects.TASKS_STREAM, subjects_filter=subjects.tasks(agent))
     return sum((info.state.subjects or {}).values())
 
 
@@ -26,7 +24,7 @@ async def submit(client: RunClient, agent: str, seqs: range) -> None:
     await client.wait_submitted()
 
 
-async def test_a_run_that_ends_withdraws_its_unanswered_tasks_and_only_those(nc: Client) -> None:
+async def test_a_run_that_ends_withdraws_its_unanswered_tasks_and_only_those(nc: Connection) -> None:
     agent = f"withdrawn_{uuid.uuid4().hex[:8]}"
 
     async def echo(row: bytes, headers: Mapping[str, str]) -> bytes:
@@ -54,9 +52,9 @@ async def test_a_run_that_ends_withdraws_its_unanswered_tasks_and_only_those(nc:
     assert await queued(nc, agent) == 0
 
 
-async def test_a_run_kept_for_resuming_leaves_its_tasks_queued(nc: Client) -> None:
+async def test_a_run_kept_for_resuming_leaves_its_tasks_queued(nc: Connection) -> None:
     agent = f"kept_{uuid.uuid4().hex[:8]}"
-    await bus.run.ensure_streams(nc.jetstream())
+    await bus.run.ensure_streams(nc)
     client = await RunClient.open(bus.Bus.over(nc), f"r{uuid.uuid4().hex}")
     try:
         await submit(client, agent, range(5))

@@ -12,15 +12,14 @@ import sys
 import time
 from pathlib import Path
 
-from nats.aio.client import Client
-
 from gymbus import bus
+from gymbus.bus import Connection
 
 RUNNER = [sys.executable, "-m", "gymbus.runner"]
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "example_single_tool_call.jsonl"
 
 
-async def test_replicas_share_a_subject_and_status_lists_both(nats_url: str, nc: Client) -> None:
+async def test_replicas_share_a_subject_and_status_lists_both(nats_url: str, nc: Connection) -> None:
     env = {**os.environ, "NATS_URL": nats_url}
     command = [sys.executable, "-m", "gymbus.runner", "serve", "example_single_tool_call", "--replicas", "2"]
     server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)  # noqa: ASYNC220 - a child to test, not awaited work
@@ -62,10 +61,12 @@ async def test_replicas_share_a_subject_and_status_lists_both(nats_url: str, nc:
         assert server.wait(timeout=30) == 0
 
 
-async def test_agent_replicas_report_the_tasks_they_ran(nats_url: str, nc: Client, tmp_path: Path) -> None:
+async def test_agent_replicas_report_the_tasks_they_ran(
+    nats_url: str, nc: Connection, tmp_path: Path
+) -> None:
     agent = "example_single_tool_call_simple_agent"
-    js = nc.jetstream()
-    await bus.run.ensure_streams(js)
+    js = nc.js
+    await bus.run.ensure_streams(nc)
     await js.purge_stream(
         bus.subjects.TASKS_STREAM, subject=bus.subjects.tasks(agent)
     )  # earlier tests' leftovers
@@ -95,7 +96,7 @@ async def test_agent_replicas_report_the_tasks_they_ran(nats_url: str, nc: Clien
         assert server.wait(timeout=30) == 0
 
 
-async def test_a_replica_that_dies_is_replaced(nats_url: str, nc: Client, tmp_path: Path) -> None:
+async def test_a_replica_that_dies_is_replaced(nats_url: str, nc: Connection, tmp_path: Path) -> None:
     """`serve --replicas 2` supervises its processes: one SIGKILLed is replaced (said in its
     log), and both serve again; a stop still ends them all, exit 0."""
     import psutil

@@ -7,10 +7,9 @@ import time
 from collections.abc import Mapping
 
 import pytest
-from nats.aio.client import Client
 
 from gymbus import bus, schemas
-from gymbus.bus import Endpoint, ServiceHost, ServiceSpec
+from gymbus.bus import Connection, Endpoint, ServiceHost, ServiceSpec
 
 
 def spec(
@@ -20,7 +19,7 @@ def spec(
     return ServiceSpec(name, "environment", (endpoint,))
 
 
-async def test_slow_handlers_run_concurrently(host: ServiceHost, nc: Client) -> None:
+async def test_slow_handlers_run_concurrently(host: ServiceHost, nc: Connection) -> None:
     async def slow(data: bytes, headers: Mapping[str, str]) -> bytes:
         await asyncio.sleep(0.2)
         return data
@@ -32,7 +31,7 @@ async def test_slow_handlers_run_concurrently(host: ServiceHost, nc: Client) -> 
     assert time.monotonic() - started < 2.0  # 50 × 0.2 s one at a time would take 10 s
 
 
-async def test_in_flight_is_bounded_per_endpoint(host: ServiceHost, nc: Client) -> None:
+async def test_in_flight_is_bounded_per_endpoint(host: ServiceHost, nc: Connection) -> None:
     running = 0
     peak = 0
 
@@ -49,7 +48,9 @@ async def test_in_flight_is_bounded_per_endpoint(host: ServiceHost, nc: Client) 
     assert peak == 4
 
 
-async def test_a_crashing_function_answers_an_error_and_keeps_serving(host: ServiceHost, nc: Client) -> None:
+async def test_a_crashing_function_answers_an_error_and_keeps_serving(
+    host: ServiceHost, nc: Connection
+) -> None:
     async def flaky(data: bytes, headers: Mapping[str, str]) -> bytes:
         if data == b"crash":
             raise ZeroDivisionError("secret internal detail")
@@ -64,18 +65,18 @@ async def test_a_crashing_function_answers_an_error_and_keeps_serving(host: Serv
 
 
 async def test_garbage_gets_a_structured_error_and_the_worker_keeps_serving(
-    weather_functions: ServiceHost, nc: Client
+    weather_functions: ServiceHost, nc: Connection
 ) -> None:
     subject = bus.subjects.env_tool("example_single_tool_call", "get_weather")
     for garbage in (b"\xff\xfe\x00garbage", b"[1, 2, 3]", b'{"city": 42}', b"", b"{" * 10000):
-        msg = await nc.request(subject, garbage, timeout=5)
+        msg = await nc.client.request(subject, garbage, timeout=5)
         assert msg.headers is not None and msg.headers["Nats-Service-Error-Code"] == "400"
         assert b'"type":"bad_request"' in msg.data
     reply = await bus.request(nc, subject, b'{"city": "Oslo"}', timeout=5)
     assert b"The weather in Oslo is cold." in reply
 
 
-async def test_nobody_serving_is_told_apart_from_slow(nc: Client, host: ServiceHost) -> None:
+async def test_nobody_serving_is_told_apart_from_slow(nc: Connection, host: ServiceHost) -> None:
     with pytest.raises(schemas.NoResponders):
         await bus.request(nc, "test.nobody.here", b"", timeout=5)
 
@@ -88,7 +89,7 @@ async def test_nobody_serving_is_told_apart_from_slow(nc: Client, host: ServiceH
         await bus.request(nc, "test.never", b"", timeout=0.2)
 
 
-async def test_expired_work_is_dropped_not_done(host: ServiceHost, nc: Client) -> None:
+async def test_expired_work_is_dropped_not_done(host: ServiceHost, nc: Connection) -> None:
     calls = 0
 
     async def work(data: bytes, headers: Mapping[str, str]) -> bytes:
@@ -104,17 +105,17 @@ async def test_expired_work_is_dropped_not_done(host: ServiceHost, nc: Client) -
     assert calls == 0
 
 
-async def test_bodies_over_the_max_payload_travel_by_claim_check(host: ServiceHost, nc: Client) -> None:
+async def test_bodies_over_the_max_payload_travel_by_claim_check(host: ServiceHost, nc: Connection) -> None:
     async def double(data: bytes, headers: Mapping[str, str]) -> bytes:
         return data + data
 
     await host.add(spec("huge", double))
-    body = bytes(range(256)) * (nc.max_payload // 256 + 1)  # just over the limit, both ways
+    body = bytes(range(256)) * (nc.client.max_payload // 256 + 1)  # just over the limit, both ways
     reply = await bus.request(nc, "test.huge", body, timeout=60)
     assert reply == body + body
 
 
-async def test_services_api_reports_endpoints_and_counts(host: ServiceHost, nc: Client) -> None:
+async def test_services_api_reports_endpoints_and_counts(host: ServiceHost, nc: Connection) -> None:
     async def echo(data: bytes, headers: Mapping[str, str]) -> bytes:
         if data == b"bad":
             raise schemas.BadRequest("bad input")
@@ -133,11 +134,11 @@ async def test_services_api_reports_endpoints_and_counts(host: ServiceHost, nc: 
     assert endpoint.last_error == "400:bad input"
     [info] = await bus.service_infos(nc, "echo_stats")
     assert info.metadata["kind"] == "environment"
-    ping = await nc.request("$SRV.PING.echo_stats", b"", timeout=2)
+    ping = await nc.client.request("$SRV.PING.echo_stats", b"", timeout=2)
     assert b"io.nats.micro.v1.ping_response" in ping.data
 
 
-async def test_replicas_in_one_queue_group_share_the_load(nats_url: str, nc: Client) -> None:
+async def test_replicas_in_one_queue_group_share_the_load(nats_url: str, nc: Connection) -> None:
     seen: list[str] = []
     hosts = []
     for replica in ("a", "b"):
@@ -158,7 +159,7 @@ async def test_replicas_in_one_queue_group_share_the_load(nats_url: str, nc: Cli
     assert seen.count("a") > 40 and seen.count("b") > 40
 
 
-async def test_stop_lets_in_flight_requests_finish(nc: Client, nats_url: str) -> None:
+async def test_stop_lets_in_flight_requests_finish(nc: Connection, nats_url: str) -> None:
     client = await bus.connect(nats_url, name="stopping")
 
     async def slow(data: bytes, headers: Mapping[str, str]) -> bytes:
@@ -176,7 +177,9 @@ async def test_stop_lets_in_flight_requests_finish(nc: Client, nats_url: str) ->
     await client.close()
 
 
-async def test_a_slow_worker_keeps_its_requester_waiting_with_keepalives(nc: Client, nats_url: str) -> None:
+async def test_a_slow_worker_keeps_its_requester_waiting_with_keepalives(
+    nc: Connection, nats_url: str
+) -> None:
     client = await bus.connect(nats_url, name="slow")
 
     async def slow(data: bytes, headers: Mapping[str, str]) -> bytes:
@@ -192,11 +195,11 @@ async def test_a_slow_worker_keeps_its_requester_waiting_with_keepalives(nc: Cli
         await client.close()
 
 
-async def test_a_worker_that_dies_mid_request_is_noticed_within_the_silence_limit(nc: Client) -> None:
+async def test_a_worker_that_dies_mid_request_is_noticed_within_the_silence_limit(nc: Connection) -> None:
     async def swallow(msg):  # type: ignore[no-untyped-def]
         pass  # received, then "died": no reply and no keep-alive ever comes
 
-    sub = await nc.subscribe("test.dies", cb=swallow)
+    sub = await nc.client.subscribe("test.dies", cb=swallow)
     started = time.monotonic()
     with pytest.raises(schemas.RequestTimeout, match="no sign of work"):
         await bus.request(nc, "test.dies", b"", timeout=60, silence=1.0)

@@ -19,12 +19,12 @@ from pathlib import Path
 import nats.errors
 import nats.js.errors
 import pytest
-from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from bench import faults
 from bench._cluster import WEATHER, WEATHER_AGENT, NatsServers, tally, wait_until
 from gymbus import bus, schemas
+from gymbus.bus import Connection
 from gymbus.runner.security._secure import SecureLayout, secure_init
 
 pytestmark = pytest.mark.timeout(240)
@@ -50,7 +50,7 @@ def _env(url: str, nkey: Path) -> dict[str, str]:
     return {**clean, "NATS_URL": url, "NATS_NKEY": str(nkey)}
 
 
-async def _connect(servers: NatsServers, layout: SecureLayout, role: str) -> Client:
+async def _connect(servers: NatsServers, layout: SecureLayout, role: str) -> Connection:
     auth = bus.BusAuth(nkey=layout.credentials[role])
     return await bus.connect(servers.url(0), name=role, auth=auth, role=role)
 
@@ -59,7 +59,7 @@ def _identity(layout: SecureLayout, role: str) -> str:
     return bus.security.inbox_prefix_for(bus.BusAuth(nkey=layout.credentials[role])).removeprefix("_INBOX.")
 
 
-async def _refused(nc: Client, call: Awaitable[object], subject: str) -> None:
+async def _refused(nc: Connection, call: Awaitable[object], subject: str) -> None:
     """`call` (a JetStream request or a publish) is refused by the server: it times out or
     returns, and the server reports a permissions violation on `subject`."""
     try:
@@ -138,7 +138,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 async def _make_store(servers: NatsServers, layout: SecureLayout) -> None:
     admin = await _connect(servers, layout, "admin")
     try:
-        await bus.wire.ensure_claim_store(admin.jetstream(timeout=5), max_bytes=BOUND)
+        await bus.wire.ensure_claim_store(admin, max_bytes=BOUND)
     finally:
         await admin.close()
 
@@ -150,7 +150,7 @@ async def _attack_as_producer(servers: NatsServers, layout: SecureLayout, out: P
     producer = await _connect(servers, layout, "producer")
     runner_nc = await _connect(servers, layout, "runner")
     agent_nc = await _connect(servers, layout, AGENT_ROLE)
-    js = producer.jetstream(timeout=0.3)
+    js = producer.client.jetstream(timeout=0.3)
     stream = bus.subjects.CLAIMS_STREAM
     runner, me = _identity(layout, "runner"), _identity(layout, "producer")
     try:
@@ -174,26 +174,26 @@ async def _attack_as_producer(servers: NatsServers, layout: SecureLayout, out: P
             producer, js.get_msg(stream, subject=theirs, direct=True), bus.subjects.claim_reads(theirs)
         )
         assert await bus.wire.check_out(agent_nc, b"", claim, release_it=True) == canary  # nothing wiped
-        return await _overfill(producer, admin.jetstream(), me)
+        return await _overfill(producer, admin.js, me)
     finally:
         for nc in (agent_nc, runner_nc, producer, admin):
             await nc.close()
 
 
-async def _wait_for_a_claim(admin: Client) -> None:
-    js = admin.jetstream()
+async def _wait_for_a_claim(admin: Connection) -> None:
+    js = admin.js
     deadline = time.monotonic() + 60
     while (await js.stream_info(bus.subjects.CLAIMS_STREAM)).state.messages == 0:
         assert time.monotonic() < deadline, "no claimed body appeared"
         await asyncio.sleep(0.05)
 
 
-async def _overfill(producer: Client, admin: JetStreamContext, me: str) -> int:
+async def _overfill(producer: Connection, admin: JetStreamContext, me: str) -> int:
     """Write its own 128 KiB chunks until the server refuses one: the bound holds, and
     GymBus's own client says the store is full. The store's bytes then. The chunks live
     long enough to pile up however slow the machine (short-lived ones could expire as fast
     as they are written), and go once refused, so the collection gets room again."""
-    js = producer.jetstream(timeout=30)
+    js = producer.client.jetstream(timeout=30)
     chunk = b"z" * (128 * 1024)
     stream = bus.subjects.CLAIMS_STREAM
     mine = f"gym.claims.{AGENT_ROLE}.{me}.fill"
@@ -227,10 +227,10 @@ async def test_an_environment_key_cannot_publish_into_the_runners_inbox_space(
 
     serving = await _connect(servers, layout, ENV_ROLE)
     try:
-        await runner.subscribe(f"{inbox}.>", cb=listen)
-        await runner.flush()
-        for subject in (f"{inbox}.x.1", f"{runner.new_inbox()}.0", "_INBOX.anyone.1"):
-            await _refused(environment, environment.publish(subject, b"forged reply"), subject)
+        await runner.client.subscribe(f"{inbox}.>", cb=listen)
+        await runner.client.flush()
+        for subject in (f"{inbox}.x.1", f"{runner.client.new_inbox()}.0", "_INBOX.anyone.1"):
+            await _refused(environment, environment.client.publish(subject, b"forged reply"), subject)
         assert heard == []
         # What it may do: answer the runner's own request, keep-alives included, however long.
         host = bus.ServiceHost(serving)
@@ -264,14 +264,15 @@ async def test_no_key_can_make_a_service_publish_where_it_chose(
     admin = await _connect(servers, layout, "admin")
     host = bus.ServiceHost(environment)
     try:
-        await bus.run.ensure_streams(admin.jetstream(timeout=5))
+        await bus.run.ensure_streams(admin)
         await host.add(_slow_verify(seconds=3))
         for reply in (f"$JS.API.STREAM.DELETE.{bus.subjects.TASKS_STREAM}", "gym.results.evil"):
-            await agent.publish(bus.subjects.env_verify(WEATHER), b"{}", reply=reply)
-            await agent.publish(f"$SRV.PING.{WEATHER}", b"", reply=reply)  # nats.micro's own answers too
-        await agent.flush()
+            await agent.client.publish(bus.subjects.env_verify(WEATHER), b"{}", reply=reply)
+            # nats.micro's own answers too:
+            await agent.client.publish(f"$SRV.PING.{WEATHER}", b"", reply=reply)
+        await agent.client.flush()
         await asyncio.sleep(4)  # past the first keep-alive and the answer
-        await admin.jetstream(timeout=5).stream_info(bus.subjects.TASKS_STREAM)  # still there
+        await admin.client.jetstream(timeout=5).stream_info(bus.subjects.TASKS_STREAM)  # still there
         [stats] = host.stats()
         assert (stats.endpoints[0].num_requests, stats.endpoints[0].num_errors) == (2, 2)
     finally:

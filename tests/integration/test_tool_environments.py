@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nats.aio.client import Client
 
 from gymbus import bus, schemas
-from gymbus.bus import ServeOptions, environment_service, serve_functions
+from gymbus.bus import Connection, ServeOptions, environment_service, serve_functions
 from gymbus.bus.hosting import BusCalls
 from gymbus.functions.registry import AGENTS, ENVIRONMENTS
 from gymbus.runner import CollectOptions, ProgressView, collect
@@ -44,7 +43,7 @@ def replica(nats_url: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
 
 
-async def wait_for_replicas(nc: Client, count: int) -> set[str]:
+async def wait_for_replicas(nc: Connection, count: int) -> set[str]:
     """The ids of the live replicas of the counter environment, once there are `count`."""
     deadline = time.monotonic() + 30
     while True:
@@ -54,18 +53,18 @@ async def wait_for_replicas(nc: Client, count: int) -> set[str]:
         assert time.monotonic() < deadline, f"expected {count} replicas, found {len(ids)}"
 
 
-async def requests_served(nc: Client, replica_id: str, endpoint: str) -> int:
+async def requests_served(nc: Connection, replica_id: str, endpoint: str) -> int:
     for stats in await bus.service_stats(nc, COUNTER, window=0.2):
         if stats.id == replica_id:
             return next(e.num_requests for e in stats.endpoints if e.name == endpoint)
     raise AssertionError(f"replica {replica_id} is not live")
 
 
-def counter_calls(nc: Client, session: str) -> BusCalls:
+def counter_calls(nc: Connection, session: str) -> BusCalls:
     return BusCalls(nc, AGENTS[COUNTER_AGENT], session, deadline=time.time() + 120, timeouts=QUICK)
 
 
-async def test_session_state_survives_the_replica_that_seeded_it(nc: Client, nats_url: str) -> None:
+async def test_session_state_survives_the_replica_that_seeded_it(nc: Connection, nats_url: str) -> None:
     calls = counter_calls(nc, f"kill-{uuid.uuid4().hex}")
     first = replica(nats_url)
     second = None
@@ -92,16 +91,16 @@ async def test_session_state_survives_the_replica_that_seeded_it(nc: Client, nat
 
 
 @pytest.fixture
-async def tool_environments(host: bus.ServiceHost, nc: Client) -> AsyncIterator[bus.ServiceHost]:
+async def tool_environments(host: bus.ServiceHost, nc: Connection) -> AsyncIterator[bus.ServiceHost]:
     """The three environments, served in this process with their state in KV."""
     for name in TOOL_ENVIRONMENTS:
-        state = await bus.hosting.KvSessions.open(nc.jetstream(), name)
+        state = await bus.hosting.KvSessions.open(nc, name)
         await host.add(environment_service(ENVIRONMENTS[name], state, nc, QUICK))
     yield host
 
 
 async def test_bad_tool_calls_are_readable_errors_and_the_worker_keeps_serving(
-    tool_environments: bus.ServiceHost, nc: Client
+    tool_environments: bus.ServiceHost, nc: Connection
 ) -> None:
     calls = counter_calls(nc, f"bad-{uuid.uuid4().hex}")
     with pytest.raises(schemas.NotFound, match="never seeded, or it expired"):
@@ -139,14 +138,14 @@ def mixed_rows(path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-async def wait_until_served(nc: Client, subjects: set[str]) -> None:
+async def wait_until_served(nc: Connection, subjects: set[str]) -> None:
     deadline = time.monotonic() + 30
     while not subjects <= await bus.connection.served_subjects(nc, window=0.2):
         assert time.monotonic() < deadline, "the workers did not start"
 
 
 async def test_the_example_rows_collect_and_verify_through_the_bus(
-    nc: Client, nats_url: str, tmp_path: Path
+    nc: Connection, nats_url: str, tmp_path: Path
 ) -> None:
     agent_names = [f"{name}_simple_agent" for name in TOOL_ENVIRONMENTS]
     stop = asyncio.Event()

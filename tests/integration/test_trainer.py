@@ -404,7 +404,7 @@ def wait_idle(url: str, agent: str, timeout: float = 60.0) -> None:
 
 async def _wait_idle(url: str, agent: str, timeout: float) -> None:
     nc = await bus.connect(url, name="test")
-    js = nc.jetstream()
+    js = nc.js
     deadline = time.monotonic() + timeout
     try:
         while True:
@@ -423,9 +423,7 @@ def queued_tasks(url: str, agent: str) -> int:
     async def count() -> int:
         nc = await bus.connect(url, name="test")
         try:
-            return int(
-                (await nc.jetstream().consumer_info(subjects.TASKS_STREAM, agent_consumer(agent))).num_pending
-            )
+            return int((await nc.js.consumer_info(subjects.TASKS_STREAM, agent_consumer(agent))).num_pending)
         finally:
             await nc.close()
 
@@ -440,7 +438,7 @@ def kill_when_busy(url: str, agent: str, victim: int, busy: int, timeout: float 
 
 async def _kill_when_pending(url: str, agent: str, victim: int, busy: int, timeout: float) -> float:
     nc = await bus.connect(url, name="test")
-    js = nc.jetstream()
+    js = nc.js
     started = time.monotonic()
     try:
         while time.monotonic() - started < timeout:

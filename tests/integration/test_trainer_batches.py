@@ -10,16 +10,24 @@ from dataclasses import replace
 
 import msgspec
 import pytest
-from nats.aio.client import Client
 
-from gymbus.bus import Bus, ServeOptions, ServiceHost, ServiceSpec, serve_functions, subjects, wait_served
+from gymbus.bus import (
+    Bus,
+    Connection,
+    ServeOptions,
+    ServiceHost,
+    ServiceSpec,
+    serve_functions,
+    subjects,
+    wait_served,
+)
 from gymbus.runner.training._batches import BatchTask, TaskBatches
 from gymbus.schemas import DEFAULT_TIMEOUTS, MSG_ID, ROLLOUT_INDEX, SEQ, TASK_INDEX, Rollout
 from tests.conftest import WEATHER, WEATHER_AGENT
 
 
 @pytest.fixture
-async def weather_worker(nats_url: str, nc: Client) -> AsyncIterator[None]:
+async def weather_worker(nats_url: str, nc: Connection) -> AsyncIterator[None]:
     """The weather environment, its agent and the offline policy, hosted in this process."""
     stop = asyncio.Event()
     options = ServeOptions(functions=(WEATHER, WEATHER_AGENT, "offline"))
@@ -36,7 +44,7 @@ def task(row: bytes, index: int, agent: str = WEATHER_AGENT) -> BatchTask:
 
 
 async def test_every_task_comes_back_once_in_order(
-    nc: Client, weather_worker: None, weather_rows: list[bytes]
+    nc: Connection, weather_worker: None, weather_rows: list[bytes]
 ) -> None:
     tasks = [task(weather_rows[i % len(weather_rows)], i) for i in range(12)]
     rows = await TaskBatches(Bus.over(nc), rollout_timeout=60).run(tasks)
@@ -46,7 +54,7 @@ async def test_every_task_comes_back_once_in_order(
 
 
 async def test_a_second_batch_reads_only_its_own_results(
-    nc: Client, weather_worker: None, weather_rows: list[bytes]
+    nc: Connection, weather_worker: None, weather_rows: list[bytes]
 ) -> None:
     batches = TaskBatches(Bus.over(nc), rollout_timeout=60)
     first = await batches.run([task(weather_rows[0], 0)])
@@ -55,7 +63,7 @@ async def test_a_second_batch_reads_only_its_own_results(
 
 
 async def test_a_row_whose_agent_nobody_serves_fails_after_a_wait(
-    nc: Client, weather_rows: list[bytes]
+    nc: Connection, weather_rows: list[bytes]
 ) -> None:
     timeouts = replace(DEFAULT_TIMEOUTS, worker_start=0.5)
     rows = await TaskBatches(Bus.over(nc), rollout_timeout=60, timeouts=timeouts).run(
@@ -67,7 +75,7 @@ async def test_a_row_whose_agent_nobody_serves_fails_after_a_wait(
 
 
 async def test_a_rollout_past_its_deadline_fails_without_holding_the_batch(
-    nc: Client, weather_rows: list[bytes]
+    nc: Connection, weather_rows: list[bytes]
 ) -> None:
     # Served (it answers pings) but never takes a task: nothing ever comes back.
     host = ServiceHost(nc)
@@ -83,7 +91,9 @@ async def test_a_rollout_past_its_deadline_fails_without_holding_the_batch(
     assert (rollout.failure_class, rollout.task_index) == ("deadline_exceeded", 3)
 
 
-async def test_a_result_without_its_tasks_signature_is_dropped(nc: Client, weather_rows: list[bytes]) -> None:
+async def test_a_result_without_its_tasks_signature_is_dropped(
+    nc: Connection, weather_rows: list[bytes]
+) -> None:
     host = ServiceHost(nc)
     await host.add(ServiceSpec("silent_agent", "agent", ()))  # takes no task: only a forger answers
     batches = TaskBatches(Bus.over(nc), rollout_timeout=1.0, grace=0.5)
@@ -92,7 +102,7 @@ async def test_a_result_without_its_tasks_signature_is_dropped(nc: Client, weath
     async def forge() -> None:
         await asyncio.sleep(0.3)
         headers = {SEQ: "0", MSG_ID: "forged"}
-        await nc.jetstream().publish(subjects.results(f"{batches.prefix}-0"), forged, headers=headers)
+        await nc.js.publish(subjects.results(f"{batches.prefix}-0"), forged, headers=headers)
 
     try:
         rows, _ = await asyncio.gather(batches.run([task(weather_rows[0], 4, "silent_agent")]), forge())

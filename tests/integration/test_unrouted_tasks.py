@@ -12,11 +12,10 @@ from collections.abc import AsyncIterator
 
 import nats.errors
 import pytest
-from nats.aio.client import Client
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from gymbus import bus, schemas
-from gymbus.bus import TaskConsumer, subjects
+from gymbus.bus import Connection, TaskConsumer, subjects
 from gymbus.bus.hosting import rollout_task_handler
 from gymbus.functions.registry import AGENTS
 from gymbus.schemas import RUN, TASK
@@ -31,16 +30,16 @@ RESULT_ENVELOPE = jsonschema.Draft202012Validator(
 
 
 @pytest.fixture
-async def agent_worker(weather_functions: bus.ServiceHost, nc: Client) -> AsyncIterator[TaskConsumer]:
+async def agent_worker(weather_functions: bus.ServiceHost, nc: Connection) -> AsyncIterator[TaskConsumer]:
     consumer = TaskConsumer(nc, WEATHER_AGENT, rollout_task_handler(nc, AGENTS[WEATHER_AGENT]))
     await consumer.start()
     yield consumer
     await consumer.stop()
 
 
-async def _results(nc: Client, run: str, tasks: set[str]) -> dict[str, dict[str, object]]:
+async def _results(nc: Connection, run: str, tasks: set[str]) -> dict[str, dict[str, object]]:
     """The results on `gym.results.<run>` of the tasks numbered `tasks`, by `Gym-Task`."""
-    js = nc.jetstream()
+    js = nc.js
     name = f"test-{uuid.uuid4().hex[:8]}"
     config = ConsumerConfig(
         durable_name=name, filter_subject=subjects.results(run), deliver_policy=DeliverPolicy.ALL
@@ -71,9 +70,9 @@ async def _results(nc: Client, run: str, tasks: set[str]) -> dict[str, dict[str,
 
 
 async def test_results_of_tasks_without_a_run_or_seq_are_kept_and_told_apart(
-    agent_worker: TaskConsumer, nc: Client, weather_rows: list[bytes]
+    agent_worker: TaskConsumer, nc: Connection, weather_rows: list[bytes]
 ) -> None:
-    js = nc.jetstream()
+    js = nc.js
     subject = subjects.tasks(WEATHER_AGENT)
     before = agent_worker.unrouted
     # Two identical tasks with no headers at all, and one whose run is not a subject token.

@@ -11,9 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nats.aio.client import Client
 
-from gymbus.bus import ServeOptions, ServiceHost, environment_service, model_service, serve_functions
+from gymbus.bus import (
+    Connection,
+    ServeOptions,
+    ServiceHost,
+    environment_service,
+    model_service,
+    serve_functions,
+)
 from gymbus.bus.hosting import run_rollout
 from gymbus.functions import MemoryState, ModelFunction, registry
 from gymbus.functions.environments.equivalence_llm_judge import JUDGE_PROMPT
@@ -145,7 +151,7 @@ def answering(text: str) -> ModelFunction:
 
 @pytest.mark.parametrize(("answer", "reward"), [("The Sun.", 1.0), ("the moon", 0.0)])
 async def test_the_offline_judge_compares_a_hand_written_answer_over_the_bus(
-    nc: Client, host: ServiceHost, monkeypatch: pytest.MonkeyPatch, answer: str, reward: float
+    nc: Connection, host: ServiceHost, monkeypatch: pytest.MonkeyPatch, answer: str, reward: float
 ) -> None:
     monkeypatch.setenv("GYMBUS_EQUIVALENCE_LLM_JUDGE", '{"judge_model_server": "judge"}')
     await host.add(environment_service(ENVIRONMENTS["equivalence_llm_judge"], MemoryState(), nc))

@@ -9,10 +9,9 @@ import time
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from nats.aio.client import Client
 
 from gymbus import bus
-from gymbus.bus import environment_service, model_service
+from gymbus.bus import Connection, environment_service, model_service
 from gymbus.bus.hosting import run_rollout
 from gymbus.functions import MemoryState, ModelOptions
 from gymbus.functions.models.offline import offline_policy
@@ -37,12 +36,12 @@ async def vllm(stub_server: tuple[VllmStub, str]) -> AsyncIterator[tuple[VllmStu
     await model.aclose()
 
 
-async def rollout(nc: Client, row: bytes) -> dict[str, object]:
+async def rollout(nc: Connection, row: bytes) -> dict[str, object]:
     return json.loads(await run_rollout(nc, AGENTS[WEATHER_AGENT], row, time.time() + 60))  # type: ignore[no-any-return]
 
 
 async def test_a_rollouts_model_calls_carry_its_session_as_cache_key(
-    host: bus.ServiceHost, nc: Client, weather_rows: list[bytes]
+    host: bus.ServiceHost, nc: Connection, weather_rows: list[bytes]
 ) -> None:
     keys: list[object] = []
 
@@ -62,7 +61,7 @@ async def test_a_rollouts_model_calls_carry_its_session_as_cache_key(
 
 
 async def test_a_5xx_is_retried_and_a_missing_token_id_fails_the_rollout(
-    host: bus.ServiceHost, nc: Client, weather_rows: list[bytes], vllm: tuple[VllmStub, VLLMModel]
+    host: bus.ServiceHost, nc: Connection, weather_rows: list[bytes], vllm: tuple[VllmStub, VLLMModel]
 ) -> None:
     stub, model = vllm
     await host.add(environment_service(ENVIRONMENTS[WEATHER], MemoryState()))

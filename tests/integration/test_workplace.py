@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nats.aio.client import Client
 
 from gymbus import bus, schemas
-from gymbus.bus import ServeOptions, environment_service, serve_functions
+from gymbus.bus import Connection, ServeOptions, environment_service, serve_functions
 from gymbus.bus.hosting import run_rollout
 from gymbus.functions.registry import AGENTS, ENVIRONMENTS
 from gymbus.runner import CollectOptions, ProgressView, collect
@@ -49,9 +48,9 @@ async def test_the_example_rows_collect_with_the_offline_policy(nats_url: str, t
 
 
 @pytest.fixture
-async def workplace(nc: Client, host: bus.ServiceHost) -> bus.ServiceHost:
+async def workplace(nc: Connection, host: bus.ServiceHost) -> bus.ServiceHost:
     """The workplace environment served on the test bus, its sessions in the KV bucket."""
-    sessions = await bus.hosting.KvSessions.open(nc.jetstream(), WORKPLACE)
+    sessions = await bus.hosting.KvSessions.open(nc, WORKPLACE)
     await host.add(environment_service(ENVIRONMENTS[WORKPLACE], sessions, nc))
     return host
 
@@ -60,7 +59,7 @@ DELETE = {"name": "customer_relationship_manager_delete_customer", "arguments": 
 
 
 async def test_state_lives_on_the_bus_and_bad_calls_are_readable(
-    nc: Client, workplace: bus.ServiceHost
+    nc: Connection, workplace: bus.ServiceHost
 ) -> None:
     calls = [
         DELETE,
@@ -82,7 +81,7 @@ async def test_state_lives_on_the_bus_and_bad_calls_are_readable(
     assert reward == 1.0
 
 
-async def test_a_call_for_an_unseeded_session_is_refused(nc: Client, workplace: bus.ServiceHost) -> None:
+async def test_a_call_for_an_unseeded_session_is_refused(nc: Connection, workplace: bus.ServiceHost) -> None:
     subject = bus.subjects.env_tool(WORKPLACE, "email_delete_email")
     with pytest.raises(schemas.NotFound, match="Session not initialized. Please call seed_session first."):
         await bus.request(
@@ -94,7 +93,7 @@ async def test_a_call_for_an_unseeded_session_is_refused(nc: Client, workplace: 
 
 
 async def scripted_rollout(
-    nc: Client, row: dict[str, Any], calls: list[dict[str, str]]
+    nc: Connection, row: dict[str, Any], calls: list[dict[str, str]]
 ) -> tuple[list[Any], float]:
     """One rollout over the bus in which a scripted policy makes `calls` at once, then stops:
     the tool outputs it got back, and the reward."""
