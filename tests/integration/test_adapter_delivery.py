@@ -75,8 +75,10 @@ class Setup:
             self._stop_processes()
             raise
         self.loop = LoopThread("test-relay")
-        self.nc = self.loop.run(bus.connect(self.url, name="test trainer"))
-        self.publisher = self.loop.run(PolicyPublisher.open(bus.Bus.over(self.nc), self.policy, INCARNATION))
+        self.conn = self.loop.run(bus.connect(self.url, name="test trainer"))
+        self.publisher = self.loop.run(
+            PolicyPublisher.open(bus.Bus.over(self.conn), self.policy, INCARNATION)
+        )
         self.relay = AdapterRelay(self.publisher)
         self.relay_url = self.loop.run(self.relay.start())
 
