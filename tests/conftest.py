@@ -190,13 +190,21 @@ def require_vllm() -> Path:
 @pytest.fixture(scope="session")
 def lora_vllm_server() -> Iterator[VllmServer]:
     """A real vLLM server on the tiny model that loads LoRA adapters at run time
-    (`tests/lora.py`), for the whole session; in the test's session (see `own_session`)."""
+    (`tests/lora.py`), for the whole session."""
+    yield from lora_vllm_on(tiny_model_dir())
+
+
+def lora_vllm_on(model_dir: Path) -> Iterator[VllmServer]:
+    """For a fixture: a real vLLM server on `model_dir` loading LoRA adapters at run time,
+    in the test's session (see `own_session`), stopped at the fixture's teardown."""
     server = VllmServer(
-        require_vllm(), tiny_model_dir(), extra_args=LORA_ARGS, extra_env=LORA_ENV, own_session=False
+        require_vllm(), model_dir, extra_args=LORA_ARGS, extra_env=LORA_ENV, own_session=False
     )
     server.start()
-    yield server
-    server.stop()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -18,9 +18,10 @@ import os
 import random
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_model", "tiny_model_dir"]
+__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_model", "cached_model", "tiny_model_dir"]
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Added tokens kept in decoded text (the tool parser and the reasoning split read them).
@@ -160,14 +161,22 @@ def _recipe_key(seed: int) -> str:
 def tiny_model_dir(seed: int = SEED, cache: Path | None = None) -> Path:
     """The tiny model's directory, built on first use. `cache` defaults to
     `$GYMBUS_TEST_CACHE` or the system temp directory."""
+    return cached_model(
+        f"gymbus-tiny-qwen2-{_recipe_key(seed)}", lambda at: build_tiny_model(at, seed), cache
+    )
+
+
+def cached_model(name: str, build: Callable[[Path], None], cache: Path | None = None) -> Path:
+    """The model directory `name` in `cache` (default `$GYMBUS_TEST_CACHE` or the system temp
+    directory), made by `build(directory)` on first use."""
     root = cache or Path(os.environ.get("GYMBUS_TEST_CACHE") or tempfile.gettempdir())
-    target = root / f"gymbus-tiny-qwen2-{_recipe_key(seed)}"
+    target = root / name
     if (target / "model.safetensors").exists():
         return target
     root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=root))
     try:
-        build_tiny_model(scratch, seed)
+        build(scratch)
         scratch.rename(target)  # atomic: a concurrent builder either wins or finds it built
     except OSError:
         if not (target / "model.safetensors").exists():

@@ -20,10 +20,7 @@ of everything that shapes it (this recipe, the task, the tiny model's), as
 from __future__ import annotations
 
 import hashlib
-import os
 import random
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +28,7 @@ from typing import Any
 from msgspec import json as msgspec_json
 
 from tests import weather_task
-from tests.tiny_model import tiny_model_dir
+from tests.tiny_model import cached_model, tiny_model_dir
 
 __all__ = ["CHAT_TOOLS", "Transcript", "transcript_tokens", "warm_start_dir"]
 
@@ -158,20 +155,7 @@ def _recipe_key(seed: int) -> str:
 
 
 def warm_start_dir(seed: int = SEED, cache: Path | None = None) -> Path:
-    """The warm-started model's directory, built on first use. `cache` defaults to
-    `$GYMBUS_TEST_CACHE` or the system temp directory."""
-    root = cache or Path(os.environ.get("GYMBUS_TEST_CACHE") or tempfile.gettempdir())
-    target = root / f"gymbus-tool-warm-start-{_recipe_key(seed)}"
-    if (target / "model.safetensors").exists():
-        return target
-    root.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=root))
-    try:
-        build_warm_start(scratch, seed)
-        scratch.rename(target)  # atomic: a concurrent builder either wins or finds it built
-    except OSError:
-        if not (target / "model.safetensors").exists():
-            raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return target
+    """The warm-started model's directory, built on first use (see `cached_model`)."""
+    return cached_model(
+        f"gymbus-tool-warm-start-{_recipe_key(seed)}", lambda at: build_warm_start(at, seed), cache
+    )

@@ -25,10 +25,9 @@ from gymbus import bus
 from gymbus.bus import ServeOptions
 from gymbus.functions import ModelOptions
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, Rollout, output_text
-from tests.conftest import require_vllm
+from tests.conftest import lora_vllm_on
 from tests.integration.test_async_trainer import ACK_WAIT, Bus
 from tests.integration.test_trainer import Fleet
-from tests.lora import LORA_ARGS, LORA_ENV
 from tests.tool_warm_start import Transcript, transcript_tokens, warm_start_dir
 from tests.vllm_server import MODEL_NAME, VllmServer
 from tests.weather_task import AGENT, NAME, answer_number, task_rows
@@ -45,12 +44,7 @@ TASK_FILE = Path(__file__).resolve().parents[1] / "weather_task.py"
 @pytest.fixture(scope="module")
 def warm_server() -> Iterator[VllmServer]:
     """vLLM on the warm-started model, loading LoRA adapters at run time."""
-    server = VllmServer(
-        require_vllm(), warm_start_dir(), extra_args=LORA_ARGS, extra_env=LORA_ENV, own_session=False
-    )
-    server.start()
-    yield server
-    server.stop()
+    yield from lora_vllm_on(warm_start_dir())
 
 
 @pytest.fixture(scope="module")
