@@ -57,6 +57,7 @@ from .run import (
     Verifier,
     not_sent_message,
     not_served,
+    serve_hint,
     unserved_row,
 )
 from .security import ENV_VARS, BusAuth, Role
@@ -101,6 +102,7 @@ __all__ = [
     "not_served",
     "open_bus",
     "request",
+    "serve_hint",
     "serve_functions",
     "served_within",
     "service_infos",

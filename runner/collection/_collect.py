@@ -32,6 +32,7 @@ from gymbus.bus import (
     ServeOptions,
     not_sent_message,
     open_bus,
+    serve_hint,
     unserved_row,
 )
 from gymbus.functions import ModelOptions
@@ -264,7 +265,7 @@ def _check_settings(plan: Plan) -> None:
 
 def _why_unserved(name: str, known: Collection[str]) -> str:
     if name in known:
-        return f"no worker serves it: start one with `gym-runner serve {name}`"
+        return f"no worker serves it: {serve_hint(name)}"
     listed = nearest(name, known) or f" (the agents: {_listed(known)})"
     return f"not an agent{listed}; an agent of your own is given by its file: --agent path/to/{name}.py"
 
