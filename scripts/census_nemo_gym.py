@@ -40,8 +40,13 @@ __all__ = ["STOPPED", "OwnStack", "materialize", "model_names", "needs_vllm", "r
 _KINDS = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
 POLICY = "policy_model"
 _RAISED = re.compile(r"^[\w.]+(Error|Exception|Exit)\b.*:")
-_INSTALL_FAILED = re.compile(r"^\([\w.-]+\) error: ")
-"""NeMo Gym's own installer (uv, its lines prefixed with the server's name) failing."""
+_INSTALL_FAILED = re.compile(r"^(\([\w.-]+\) )?error: ")
+"""NeMo Gym's own installer (uv) failing: the lines of its last command carry the server's name
+in parentheses, those of the commands before it do not (a server with a pyproject.toml
+installs `nemo-gym` alone first, and that resolution is where an unfit Python is refused)."""
+_CLI_REFUSED = re.compile(r"^Error: ")
+"""NeMo Gym's CLI refusing the config (a `ConfigError`, which Rich prints as `Error: ...`)
+before it starts any server."""
 START_TIMEOUT = 300.0
 """Seconds `ng_run` gets to start every server of the config."""
 OWN_INSTALL_TIMEOUT = 900.0
@@ -102,13 +107,15 @@ def _server_failure(log: str) -> str:
     names the server but not why, and the other servers' `KeyboardInterrupt` as it stops
     them). NeMo Gym's warning about the open-files limit quotes an `OSError`: not one. A config
     NeMo Gym's own validation refuses (an "almost-server") is that refusal, not the config it
-    prints after it."""
+    prints after it; one its CLI refuses before starting a server (`Error: ...`), that refusal."""
     refused = log.find("Almost-Server Detected")
     if refused >= 0:  # NeMo Gym's own validation refused the config: said before it prints the config
         said = " ".join(log[refused : log.find("This server will NOT be started", refused)].split())
         return f"NeMo Gym's config validation refused it: {said[:600]}"
     lines = [line for line in log.splitlines() if "Found ulimit of" not in line]
     for number, line in enumerate(lines):
+        if _CLI_REFUSED.match(line):
+            return "\n".join([*lines[:number], _refusal(lines, number)])
         if _INSTALL_FAILED.match(line):
             return "\n".join(lines[: _installer_said(lines, number)])
         if _RAISED.match(line) and "finished unexpectedly!" not in line:
@@ -117,13 +124,26 @@ def _server_failure(log: str) -> str:
 
 
 def _installer_said(lines: list[str], failed: int) -> int:
-    """Where what NeMo Gym's installer printed about its failure at line `failed` ends (each
-    of its lines carries the server's name in parentheses; the causes follow the error)."""
-    prefix = lines[failed].split(")", 1)[0] + ")"
+    """Where what NeMo Gym's installer printed about its failure at line `failed` ends: the
+    causes follow the error, each line with the server's name in parentheses where the
+    error has it, else indented below it."""
+    named = _INSTALL_FAILED.match(lines[failed])
+    continued = named[1].strip() if named and named[1] else " "
     end = failed + 1
-    while end < len(lines) and lines[end].startswith(prefix):
+    while end < len(lines) and lines[end].startswith(continued):
         end += 1
     return end
+
+
+def _refusal(lines: list[str], at: int) -> str:
+    """The CLI's refusal starting at line `at`, one line again: Rich wraps it at its console's
+    width, keeping the space where it breaks between words and none where it folds a word
+    longer than a line (a config value's dotted name), so its lines join with nothing
+    between. Its first paragraph is the refusal; what follows the blank line is advice."""
+    end = at
+    while end < len(lines) and lines[end].strip():
+        end += 1
+    return "".join(lines[at:end])
 
 
 def _free_port() -> int:

@@ -75,6 +75,10 @@ _TIMED_OUT = re.compile(r"did not finish (?:before its deadline|within the censu
 TIMED_OUT = "did not finish within the census's {limit:.0f} s"
 """The cause of a NeMo Gym collection the census stopped at its limit (its log ends mid-run)."""
 _FOLDERS = re.compile(r"(?<![\w:/.])/(?:[^\s/'\"]+/)+")
+_UNSET_KEY = re.compile(r"Interpolation key '([^']+)' not found|Config value '[^']*' references '([^']+)'")
+"""A config value whose `${key}` has no value: omegaconf's `InterpolationKeyError` (GymBus
+reading the config), and NeMo Gym's CLI's own words for that same error
+(`translate_interpolation_error`)."""
 
 
 @dataclass
@@ -147,12 +151,20 @@ def _comparable(text: str) -> str:
     return " ".join(re.sub(r"[^a-z0-9#]+", " ", text).split())
 
 
+def _unset_key(text: str) -> str:
+    found = _UNSET_KEY.search(text)
+    return (found[1] or found[2]) if found else ""
+
+
 def same_cause(ours: str, theirs: str) -> bool:
     """Whether two causes say the same, spelled alike but for punctuation, folders and
     long numbers; one cut short (or quoted within the other) matches the rest. Two
     time-outs match: each side words its own (GymBus a rollout's deadline, NeMo Gym's
-    collection stopped at the census's limit), and what each waited on is in its log."""
+    collection stopped at the census's limit), and what each waited on is in its log. Two
+    that name the same unset config key match: NeMo Gym's CLI rewords omegaconf's error."""
     if _TIMED_OUT.search(ours) and _TIMED_OUT.search(theirs):
+        return True
+    if _unset_key(ours) and _unset_key(ours) == _unset_key(theirs):
         return True
     a, b = sorted((_comparable(ours), _comparable(theirs)), key=len)
     return bool(a) and (a == b or (len(a) >= 20 and a in b))

@@ -73,7 +73,14 @@ CAUSES = (
                            r"|Name or service not known|getaddrinfo|Cannot connect to host"
                            r"|huggingface|hf_hub|urlopen|nltk|download|HTTPSConnectionPool"),
 )  # fmt: skip
-_EXCEPTION = re.compile(r"\b(\w+(?:Error|Exception|Exit|MissingMandatoryValue))\b[:(]\s*(.*)")
+_EXCEPTION = re.compile(
+    r"\b(\w+(?:Error|Exception|Exit|MissingMandatoryValue)|(?:^|(?<=: ))Error)\b[:(]\s*(.*)"
+)
+"""An exception, or a CLI's own `Error: ...` (NeMo Gym's refusing a config) opening a line or
+following what quotes it (`ng_run exited with code 1: Error: ...`)."""
+_RESOLUTION_CAUSE = re.compile(r"^(?:\([\w.-]+\))?\s*cause: (.+)")
+"""The line under uv's "No solution found" that says why (with the server's name in
+parentheses where NeMo Gym's installer prints it)."""
 _LOG = re.compile(r"its log is (\S+\.log)")
 _LOG_ENDS = "\n(its log ends)\n"
 START_TIMEOUT = 180.0
@@ -90,7 +97,8 @@ def classify(text: str) -> tuple[str, str]:
         found = list(re.finditer(pattern, tail))
         if found:
             line = _line_of(tail, found[-1].start())
-            return outcome, (line if outcome == "fails" else _last_exception(tail) or line)
+            return outcome, (_with_cause(tail, found[-1].start()) if outcome == "fails"
+                             else _last_exception(tail) or line)  # fmt: skip
     return "fails", _last_exception(tail) or _log_end(text) or _innermost(text)
 
 
@@ -118,6 +126,14 @@ def _last_exception(text: str) -> str:
             said = " ".join(found[-1][2].replace("\\n", " ").split())
             return f"{found[-1][1]}: {said}"[:200].rstrip(": ")
     return ""
+
+
+def _with_cause(text: str, at: int) -> str:
+    """The line at `at` and, where uv gives one on the next line, its cause: "No solution
+    found" alone does not say which requirement could not be met, nor why."""
+    line, end = _line_of(text, at), text.find("\n", at)
+    below = _RESOLUTION_CAUSE.match(text[end + 1 :].partition("\n")[0]) if end >= 0 else None
+    return f"{line.rstrip(':')}: {' '.join(below[1].split())}"[:200] if below else line
 
 
 def _line_of(text: str, at: int) -> str:
@@ -322,6 +338,7 @@ async def census(targets: list[str], out: Path, rows: int) -> list[str]:
     failed: list[str] = []
     if not targets:
         return failed
+    _unwrapped_logs()
     with (
         bus.EmbeddedServer() as server,
         tempfile.TemporaryDirectory(prefix="gymbus-census-") as scratch,
@@ -357,6 +374,14 @@ async def census(targets: list[str], out: Path, rows: int) -> list[str]:
             said = f"{result.klass} ({_short(result.why)}; {mismatches} mismatches; {result.seconds:.0f} s)"
             print(f"[{number}/{len(targets)}] {result.server}: {said}", flush=True)
     return failed
+
+
+def _unwrapped_logs() -> None:
+    """uv wraps each message at the width `COLUMNS` names (a shell started in a terminal may
+    export it), in a log file too: a cause read from one of its lines is then the end of a
+    sentence (`host: github.com`). Without it, uv writes each message on one line, on both
+    sides, whatever terminal the census was started from."""
+    os.environ.pop("COLUMNS", None)
 
 
 def _resolved(target: str) -> str:

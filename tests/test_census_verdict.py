@@ -110,6 +110,95 @@ def test_a_time_out_on_each_side_is_one_cause_and_a_time_out_against_a_failure_i
     )
 
 
+def test_a_download_refused_on_each_side_is_one_cause_once_uv_writes_it_unwrapped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """aviary: uv wraps its message at the width `COLUMNS` names, and the line read as
+    GymBus's cause was the wrapped sentence's end (`host: github.com`), too short to match."""
+    census = _census()
+    monkeypatch.setenv("COLUMNS", "100")
+    census._unwrapped_logs()
+    assert "COLUMNS" not in census.os.environ
+    fatal = (
+        "fatal: unable to access 'https://github.com/org/hypotest.git/': Could not resolve host: github.com"
+    )
+    ours = "could not install NeMo Gym server aviary; see its log:\n  cause: Git operation failed\n" + (
+        f"         --- stderr\n         {fatal}"
+    )
+    outcome, why = census.classify(ours)
+    assert (outcome, cause(ours, why)) == ("downloads at start", fatal)
+    assert same_cause(f"(gsm8k_aviary_resources_server) {fatal}", cause(ours, why))
+    assert not same_cause(f"(gsm8k_aviary_resources_server) {fatal}", "host: github.com")
+
+
+def test_nemo_gyms_installer_refusing_before_its_named_lines_is_its_cause_not_the_process_ending() -> None:
+    """code_fim: a server with a pyproject.toml has `nemo-gym` installed alone first, and
+    those lines carry no server name; what ends the log is `ng_run`'s "finished unexpectedly"."""
+    _census()
+    from census_nemo_gym import _server_failure
+    from nemo_gym_census import classify
+
+    python = (
+        "Because the current Python version (3.13) does not satisfy Python>=3.13.14 and "
+        "nemo-gym==0.7.0 depends on Python>=3.13.14, we can conclude that nemo-gym==0.7.0 cannot be used."
+    )
+    log = "\n".join([
+        "(code_fim) Using CPython 3.13.0 interpreter at: /usr/bin/python3.13",
+        "Using Python 3.13.0 environment at: venvs/resources_servers/code_fim/.venv",
+        "error: No solution found when resolving dependencies",
+        f"  cause: {python}",
+        "         And because only nemo-gym<=0.7.0 is available, your requirements are unsatisfiable.",
+        "Sending interrupt signals to servers...",
+        "Traceback (most recent call last):",
+        "KeyboardInterrupt",
+        "RuntimeError: Process `code_fim` finished unexpectedly!",
+    ])  # fmt: skip
+    outcome, why = classify(f"ng_run exited with code 1: {_server_failure(log)}")
+    assert outcome == "fails"
+    assert why == f"error: No solution found when resolving dependencies: {python}"[:200]
+    assert "Python>=3.13.14" in why
+    # GymBus's own install met that Python's requirement and stopped at the download: a
+    # different cause, and it stays one.
+    download = (
+        "fatal: unable to access 'https://github.com/o/infilling.git/': Could not resolve host: github.com"
+    )
+    assert not same_cause(cause(why, why), download)
+
+
+def test_nemo_gyms_cli_refusing_an_unset_key_is_the_same_cause_as_omegaconfs_error() -> None:
+    """browsecomp_advanced_harness: NeMo Gym's CLI rewords omegaconf's `InterpolationKeyError`
+    and Rich wraps it at 80 columns, folding the config value's long dotted name."""
+    _census()
+    from census_nemo_gym import _server_failure
+    from nemo_gym_census import classify
+
+    log = "\n".join([
+        "⚠  `ng_run` is deprecated and will be removed in a future release; use `gym env start` instead.",
+        "Error: Config value ",
+        "'browsecomp_advanced_harness_resources_server.resources_servers.browsecomp_advan",
+        "ced_harness.exclude_domains_file_path' references 'exclude_domains_file_path', ",
+        "which is not set after merging.",
+        "",
+        "Provide it via a CLI override, in env.yaml, or in a config you pass via ",
+        "config_paths.",
+        "  ++exclude_domains_file_path=<value>",
+    ])  # fmt: skip
+    outcome, why = classify(f"ng_run exited with code 1: {_server_failure(log)}")
+    theirs = cause(why, why)
+    assert outcome == "fails" and theirs.startswith(
+        "Error: Config value 'browsecomp_advanced_harness_resources_server.resources_servers."
+        "browsecomp_advanced_harness.exclude_domains_file_path' references 'exclude_domains_file_path'"
+    )
+    ours = "InterpolationKeyError: Interpolation key 'exclude_domains_file_path' not found"
+    assert same_cause(theirs, ours) and same_cause(ours, theirs)
+    # Another unset key is another cause, and so is a cause naming none.
+    assert not same_cause(theirs, "InterpolationKeyError: Interpolation key 'judge_base_url' not found")
+    assert not same_cause(theirs, "ValidationError: 2 validation errors for HarnessExaSearchConfig")
+    # With nothing before it, the refusal follows what quotes it.
+    alone = classify(f"ng_run exited with code 1: {_server_failure(chr(10).join(log.splitlines()[1:]))}")
+    assert alone == (outcome, why)
+
+
 def test_a_server_whose_sides_fail_differently_is_its_own_class_listed_first(tmp_path: Path) -> None:
     result = BothWays(
         "swe_rebench/swe_rebench_opencode",
