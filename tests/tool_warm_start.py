@@ -1,19 +1,20 @@
-"""The tiny model taught the Hermes tool-call format, not the task: the warm start of the
-tool-learning test.
+"""The copying model taught the Hermes tool-call format, not the task: the warm start of
+the tool-learning test.
 
-A random 2-layer model never writes a well-formed `<tool_call>` on its own, so RL would
-have nothing to reinforce. This supervised fine-tuning (all weights, on the CPU, a few
-seconds) shows it transcripts of `tests/weather_task.py`'s conversation, token for token
-as the `vllm` model function builds them (the first call's prompt from the chat template;
-later turns continued from the token ids, `functions/models/_tokens.py`), in which every
-choice is random: half the transcripts call `get_weather` for a random city and answer a
+The base is `tests/copying_model.py`'s: a 2-layer model that can copy from its context, as
+pretrained models can, and knows nothing of tools or weather. It never writes a well-formed
+`<tool_call>` on its own, so RL would have nothing to reinforce. This supervised
+fine-tuning (all weights, on the CPU, under a minute) shows it transcripts of
+`tests/weather_task.py`'s conversation, token for token as the `vllm` model function builds
+them (the first call's prompt from the chat template; later turns continued from the token
+ids, `functions/models/_tokens.py`), in which every choice is random: half the transcripts call `get_weather` for a random city and answer a
 random value, whatever the tool said; the other half answer a random value at once. So the
 warm-started model knows the format, calls the tool about half the time, and picks the
 city and the value by chance: which city to call and that the answer is the tool's value
 are left for RL to learn.
 
 `warm_start_dir()` builds it once per machine into a cache directory named after a hash
-of everything that shapes it (this recipe, the task, the tiny model's), as
+of everything that shapes it (this recipe, the task, the copying model's), as
 `tests/tiny_model.py` does.
 """
 
@@ -28,7 +29,8 @@ from typing import Any
 from msgspec import json as msgspec_json
 
 from tests import weather_task
-from tests.tiny_model import cached_model, tiny_model_dir
+from tests.copying_model import copying_model_dir
+from tests.tiny_model import cached_model
 
 __all__ = ["CHAT_TOOLS", "Transcript", "transcript_tokens", "warm_start_dir"]
 
@@ -130,12 +132,12 @@ def _fine_tune(model: Any, examples: list[tuple[list[int], list[int]]], seed: in
 
 
 def build_warm_start(directory: Path, seed: int = SEED) -> Path:
-    """Fine-tune the tiny model on the random transcripts; save it (and its tokenizer) in
+    """Fine-tune the copying model on the random transcripts; save it (and its tokenizer) in
     `directory`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    base = tiny_model_dir()
+    base = copying_model_dir()
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     examples = [transcript_tokens(tokenizer, t) for t in _random_transcripts(seed, TRANSCRIPTS)]
@@ -149,7 +151,7 @@ def build_warm_start(directory: Path, seed: int = SEED) -> Path:
 def _recipe_key(seed: int) -> str:
     sources = b"".join(Path(module.__file__ or "").read_bytes() for module in (weather_task,))
     own = Path(__file__).read_bytes()
-    return hashlib.sha256(own + sources + tiny_model_dir().name.encode() + str(seed).encode()).hexdigest()[
+    return hashlib.sha256(own + sources + copying_model_dir().name.encode() + str(seed).encode()).hexdigest()[
         :16
     ]
 
