@@ -148,9 +148,13 @@ def train(
     seed: int = 0,
     callbacks: tuple[Any, ...] = (),
     worker_options: dict[str, Any] | None = None,
+    rows: Path | None = None,
+    model_dir: Path | None = None,
+    worker_type: type[BusRolloutWorker] = BusRolloutWorker,
     **config: Any,
 ) -> Run:
-    """Train the tiny model's LoRA adapter with rollouts from the bus; the logged rows."""
+    """Train a LoRA adapter of `model_dir` (the tiny model) on `rows` (the letter task) with
+    rollouts from the bus; the logged rows."""
     from peft import LoraConfig
     from transformers import AutoTokenizer
     from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
@@ -161,7 +165,7 @@ def train(
     directory.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     torch.set_num_threads(1)  # two cores: one for the trainer, the rest for the rollouts
-    dataset = tasks_dataset(letter_rows(directory / "letters.jsonl"))
+    dataset = tasks_dataset(rows or letter_rows(directory / "letters.jsonl"))
     settings: dict[str, Any] = {
         "output_dir": str(directory / "out"),
         "use_cpu": True,
@@ -189,9 +193,9 @@ def train(
         **config,
     }
     args = AsyncGRPOConfig(**settings)
-    worker = BusRolloutWorker(args, dataset, made.url, deliver_adapters=deliver, **(worker_options or {}))
+    worker = worker_type(args, dataset, made.url, deliver_adapters=deliver, **(worker_options or {}))
     lora = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, bias="none", target_modules=TARGET_MODULES)
-    model = str(tiny_model_dir())
+    model = str(model_dir or tiny_model_dir())
     trainer = AsyncGRPOTrainer(
         model=model,
         args=args,

@@ -1,20 +1,22 @@
 """Multi-step tool use through the bus, on `tests/weather_task.py`'s task (call
 `get_weather` for the prompt's city, answer with the degrees it returned): what a trainer
-learns from a two-call rollout.
+takes from a two-call rollout, and what the policy learns from it.
 
-The policy is the tiny model warm-started on random transcripts (`tests/tool_warm_start.py`):
-it writes well-formed Hermes tool calls and answers, calls the tool about half the time,
-and picks the city and the number by chance. The processes are the single-turn learning
-test's (`test_async_trainer.py`, whose bus this reuses): a nats-server, a `gym-runner serve`
-worker with the environment, its simple agent and the `vllm` model function, a `gym-runner
-sync-adapters` beside the vLLM server (CPU build, `--enable-lora`).
+The policy is a 2-layer model that can copy from its context (`tests/copying_model.py`)
+warm-started on random transcripts (`tests/tool_warm_start.py`): it writes well-formed
+Hermes tool calls and answers, calls the tool about half the time, and picks the city and
+the number by chance. The processes are the single-turn learning test's
+(`test_async_trainer.py`, whose bus and trainer this reuses): a nats-server, a `gym-runner
+serve` worker with the environment, its simple agent and the `vllm` model function, a
+`gym-runner sync-adapters` beside the vLLM server (CPU build, `--enable-lora`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +26,12 @@ import pytest
 from gymbus import bus
 from gymbus.bus import ServeOptions
 from gymbus.functions import ModelOptions
+from gymbus.runner import BusRolloutWorker
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, Rollout, output_text
 from tests.conftest import lora_vllm_on
-from tests.integration.test_async_trainer import ACK_WAIT, Bus
+from tests.integration.test_async_trainer import ACK_WAIT, Bus, Run, mean, train
 from tests.integration.test_trainer import Fleet
+from tests.line_plot import write_line_plot
 from tests.tool_warm_start import Transcript, transcript_tokens, warm_start_dir
 from tests.vllm_server import MODEL_NAME, VllmServer
 from tests.weather_task import AGENT, NAME, answer_number, task_rows
@@ -39,6 +43,9 @@ pytest.importorskip("trl")
 pytestmark = pytest.mark.timeout(900)
 
 TASK_FILE = Path(__file__).resolve().parents[1] / "weather_task.py"
+_CALLED = re.compile(r'"arguments": \{"city": "(.*?)"\}')
+_TOOL_OUTPUT = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
+_CITY = re.compile(r"city (\w)")
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +174,179 @@ def matches_warm_start(tokenizer: Any, rollout: Rollout, ids: list[int], mask: l
         return False
     assert (words, trained) == (ids, mask)
     return True
+
+
+class RecordingWorker(BusRolloutWorker):
+    """GymBus's rollout worker, keeping every sample the trainer takes, in the order taken
+    (the trainer takes exactly a batch of them a step: `token_budget` 0)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.taken: list[Any] = []
+        get = self.rollout_buffer.get
+
+        def take(*args: Any, **kwargs: Any) -> Any:
+            sample = get(*args, **kwargs)
+            self.taken.append(sample)
+            return sample
+
+        self.rollout_buffer.get = take  # type: ignore[method-assign]
+
+
+@dataclass(frozen=True)
+class Episode:
+    """What one trained sample did, read from its tokens."""
+
+    reward: float
+    right_city: bool
+    """Its first tool call named the prompt's city."""
+    used_output: bool
+    """Its answer named the degrees the tool returned (whichever city it asked for)."""
+    trained_turns: int
+    """Model turns with a trained token (runs of the loss mask)."""
+    mask_as_rendered: bool | None
+    """Whether its tokens and loss mask are the warm start's own rendering of the same
+    conversation (`transcript_tokens`: the tool's output and the second prompt's framing
+    untrained), made apart from the rollout worker; `None` for one not in its words."""
+
+    @classmethod
+    def of(cls, sample: Any, tokenizer: Any) -> Episode:
+        ids, mask = sample.input_ids.tolist(), sample.completion_mask.tolist()
+        first = mask.index(1)
+        text = tokenizer.decode(ids[first:])
+        called = _CALLED.findall(text)
+        outputs = [_degrees(output) for output in _TOOL_OUTPUT.findall(text)]
+        city = _CITY.search(sample.prompt[-1]["content"])
+        answer = answer_number(sample.completion[0]["content"])
+        return cls(
+            reward=float(sample.metrics["reward"]),
+            right_city=bool(called and city and called[0] == city.group(1)),
+            used_output=bool(outputs and answer is not None and answer == outputs[-1]),
+            trained_turns=sum(1 for p in range(len(mask)) if mask[p] and (p == 0 or not mask[p - 1])),
+            mask_as_rendered=_as_rendered(tokenizer, sample, called, outputs, answer),
+        )
+
+
+def _as_rendered(
+    tokenizer: Any, sample: Any, called: list[str], outputs: list[int | None], answer: int | None
+) -> bool | None:
+    ids, mask = sample.input_ids.tolist(), sample.completion_mask.tolist()
+    if answer is None or len(called) > 1 or len(outputs) != len(called) or None in outputs:
+        return None
+    degrees = outputs[0] if outputs else 0
+    transcript = Transcript(sample.prompt[-1]["content"], called[0] if called else None, degrees or 0, answer)
+    words, trained = transcript_tokens(tokenizer, transcript)
+    if words != ids:
+        return None
+    return trained == mask
+
+
+def _degrees(output: str) -> int | None:
+    try:
+        value = json.loads(output)
+    except ValueError:
+        return None
+    return value.get("degrees") if isinstance(value, dict) else None
+
+
+@dataclass(frozen=True)
+class Figures:
+    """A run's figures by step, from the samples each step trained on."""
+
+    steps: list[list[Episode]]
+    seconds: float
+
+    @classmethod
+    def of(cls, run: Run, tokenizer: Any, batch: int) -> Figures:
+        worker = run.worker
+        assert isinstance(worker, RecordingWorker)
+        # The worker may have handed out samples for a step the trainer never took.
+        trained = worker.taken[: len(run.rows) * batch]
+        episodes = [Episode.of(sample, tokenizer) for sample in trained]
+        return cls([episodes[at : at + batch] for at in range(0, len(episodes), batch)], run.seconds)
+
+    def series(self, value: Any) -> list[float]:
+        return [mean([float(value(episode)) for episode in step]) for step in self.steps]
+
+    @property
+    def rewards(self) -> list[float]:
+        return self.series(lambda episode: episode.reward)
+
+    def climb(self, value: Any) -> float:
+        series = self.series(value)
+        return mean(series[-5:]) - mean(series[:5])
+
+    def report(self, name: str) -> str:
+        def rounded(value: Any) -> list[float]:
+            return [round(x, 2) for x in self.series(value)]
+
+        return (
+            f"{name}: {len(self.steps)} steps in {self.seconds:.0f} s\n  reward {rounded(lambda e: e.reward)}\n"
+            f"  right city {rounded(lambda e: e.right_city)}\n  used output {rounded(lambda e: e.used_output)}\n"
+            f"  trained turns {rounded(lambda e: e.trained_turns)}"
+        )
+
+
+STEPS = 150
+BATCH = 32
+LEARNING_RATE = 3e-3
+"""The single-turn test's 1e-2 (and 5e-3) broke this policy's tool-call format within 20 to 80
+steps: its calls stopped and its answers garbled, in some runs and not others."""
+
+
+def test_an_agent_learns_which_tool_call_to_make_and_stays_put_without_its_adapters(
+    tool_bus: Bus, tmp_path: Path
+) -> None:
+    """TRL's asynchronous trainer, GymBus's rollout worker and the adapters delivered to the
+    vLLM server: the policy learns to call the tool and to call it for the prompt's city.
+    The same run without adapter delivery stays flat.
+
+    What this does not show yet: an answer that uses the tool's output. The rate of answers
+    naming the degrees the tool returned stays at chance (about 0.25 of the calls) through
+    150 steps, though a supervised probe teaches this model both copies (the city and the
+    degrees) at the same pace; it is printed, not asserted."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(warm_start_dir())
+    rows = task_rows(tmp_path / "rows.jsonl")
+    common: dict[str, Any] = {
+        "rows": rows, "model_dir": warm_start_dir(), "worker_type": RecordingWorker, "steps": STEPS,
+        "max_completion_length": 48, "learning_rate": LEARNING_RATE,
+    }  # fmt: skip
+    synced = Figures.of(train(tool_bus, tmp_path / "synced", **common), tokenizer, BATCH)
+    unsynced = Figures.of(train(tool_bus, tmp_path / "unsynced", deliver=False, **common), tokenizer, BATCH)
+    for name, figures in (("synced", synced), ("unsynced", unsynced)):
+        print(figures.report(name))
+
+    def reward(episode: Episode) -> float:
+        return episode.reward
+
+    def right_city(episode: Episode) -> bool:
+        return episode.right_city
+
+    def used_output(episode: Episode) -> bool:
+        return episode.used_output
+
+    def trained_turns(episode: Episode) -> int:
+        return episode.trained_turns
+
+    lines = {"reward": synced.series(reward), "right city": synced.series(right_city),
+             "used output": synced.series(used_output), "reward, no delivery": unsynced.series(reward)}  # fmt: skip
+    print(f"plot: {write_line_plot(tmp_path / 'reward_by_step.svg', 'by step, 32 rollouts each', lines)}")
+    assert len(synced.steps) == len(unsynced.steps) == STEPS
+
+    # A 5-step mean is of 160 rollouts: its standard error is about 0.025 for the reward
+    # (values 0, 0.5 and 1) and at most 0.04 for a rate, so a climb's is at most 0.06. Measured
+    # (lr 3e-3, 150 steps): reward 0.19 -> 0.58, right city 0.14 -> 0.97, trained turns
+    # 1.45 -> 1.98; without delivery the reward moved 0.02.
+    assert mean(synced.rewards[:5]) <= 0.3  # the warm start is near chance (0.19 expected)
+    assert synced.climb(reward) >= 0.3
+    assert synced.climb(right_city) >= 0.25
+    assert synced.climb(trained_turns) >= 0.2
+    assert abs(unsynced.climb(reward)) <= 0.15
+    # Every trained sample in the warm start's words has its mask: the tool's output untrained.
+    checked = [e.mask_as_rendered for f in (synced, unsynced) for step in f.steps for e in step]
+    print(f"masks as rendered: {checked.count(True)}, otherwise: {checked.count(False)}, "
+          f"not in the warm start's words: {checked.count(None)}")  # fmt: skip
+    assert checked.count(True) >= len(checked) // 2
+    assert checked.count(False) == 0
