@@ -379,9 +379,16 @@ async def census(targets: list[str], out: Path, rows: int) -> list[str]:
 def _unwrapped_logs() -> None:
     """uv wraps each message at the width `COLUMNS` names (a shell started in a terminal may
     export it), in a log file too: a cause read from one of its lines is then the end of a
-    sentence (`host: github.com`). Without it, uv writes each message on one line, on both
-    sides, whatever terminal the census was started from."""
+    sentence (`host: github.com`). Without it, uv still wraps at the width of a terminal it
+    finds on its standard input, which every installer and server inherits from the census;
+    so the census reads nothing from its own standard input and gives them none. Then uv
+    writes each message on one line, on both sides, whatever terminal the census was
+    started from."""
     os.environ.pop("COLUMNS", None)
+    if os.isatty(0):
+        nothing = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(nothing, 0)
+        os.close(nothing)
 
 
 def _resolved(target: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -129,6 +130,30 @@ def test_a_download_refused_on_each_side_is_one_cause_once_uv_writes_it_unwrappe
     assert (outcome, cause(ours, why)) == ("downloads at start", fatal)
     assert same_cause(f"(gsm8k_aviary_resources_server) {fatal}", cause(ours, why))
     assert not same_cause(f"(gsm8k_aviary_resources_server) {fatal}", "host: github.com")
+
+
+def test_the_census_gives_what_it_starts_no_terminal_to_wrap_at() -> None:
+    """Started from a terminal, the census's children inherit it as their standard input,
+    and uv wraps at its width even without `COLUMNS`: the census detaches it first."""
+    import pty
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "nemo_gym_census.py"
+    check = (
+        "import importlib.util, os, sys\n"
+        f"spec = importlib.util.spec_from_file_location('census', {str(script)!r})\n"
+        "census = importlib.util.module_from_spec(spec); sys.modules['census'] = census\n"
+        "spec.loader.exec_module(census)\n"
+        "before = os.isatty(0); census._unwrapped_logs(); print(before, os.isatty(0))\n"
+    )
+    terminal, other_end = pty.openpty()
+    try:
+        said = subprocess.run([sys.executable, "-c", check], stdin=other_end, capture_output=True,
+                              text=True, timeout=60, check=True).stdout.split()  # fmt: skip
+    finally:
+        os.close(terminal)
+        os.close(other_end)
+    assert said == ["True", "False"]
 
 
 def test_nemo_gyms_installer_refusing_before_its_named_lines_is_its_cause_not_the_process_ending() -> None:
