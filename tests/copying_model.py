@@ -8,7 +8,10 @@ after 675; with the tool list left out of the prompt, the fresh one learned the 
 about 300 steps and not the degrees in 750. Pretrained language models can copy; this one is made to copy
 the way they first learn to, with induction heads: it is trained on runs of random tokens
 followed by the same run again (the loss on the repeat), text that is neither the task nor
-its tool format. Taught the same right answers, it copies both after about 60 steps.
+its tool format. Taught the same right answers, it copies the city after about 60 steps
+(the degrees stood at 0.30 after 80; a prototype of this recipe, with another seed and
+2,000 steps, copied both by 60), and its warm start, taught them through a LoRA of rank 8,
+copies the city after 40 steps and the degrees after 80.
 
 The model is a 2-layer `Qwen2ForCausalLM` (hidden 128, four heads of 32, the default
 initialisation) with the tiny model's tokenizer. Its chat template is the tiny model's

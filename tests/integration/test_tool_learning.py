@@ -303,8 +303,8 @@ def test_an_agent_learns_which_tool_call_to_make_and_stays_put_without_its_adapt
 
     What this does not show yet: an answer that uses the tool's output. The rate of answers
     naming the degrees the tool returned stays at chance (about 0.25 of the calls) through
-    150 steps, though a supervised probe teaches this model both copies (the city and the
-    degrees) at the same pace; it is printed, not asserted."""
+    150 steps, though taught the right answers through a LoRA this warm start copies the
+    degrees after 80 steps (the city after 40); it is printed, not asserted."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(warm_start_dir())
