@@ -30,7 +30,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from tests.tiny_model import CHAT_TEMPLATE, cached_model, tiny_model_dir
+from tests.tiny_model import CHAT_TEMPLATE, cached_model, qwen2_config, tiny_model_dir
 
 __all__ = ["copying_model_dir"]
 
@@ -75,25 +75,11 @@ def _copy_loss(model: Any, batch: list[tuple[list[int], list[int]]]) -> Any:
 def build_copying_model(directory: Path, seed: int = SEED) -> Path:
     """Pretrain the model on repeated runs; save it with its tokenizer in `directory`."""
     import torch
-    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+    from transformers import AutoTokenizer, Qwen2ForCausalLM
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir())
     tokenizer.chat_template = CHAT_TEMPLATE_WITHOUT_TOOLS
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        head_dim=32,
-        max_position_embeddings=2048,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None,
-        dtype="float32",
-    )
+    config = qwen2_config(tokenizer, num_attention_heads=4, num_key_value_heads=4, head_dim=32)
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config).to(torch.float32)
     model.generation_config.eos_token_id = config.eos_token_id

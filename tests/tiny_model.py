@@ -20,8 +20,16 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_model", "cached_model", "tiny_model_dir"]
+__all__ = [
+    "CHAT_TEMPLATE",
+    "SPECIAL_TOKENS",
+    "build_tiny_model",
+    "cached_model",
+    "qwen2_config",
+    "tiny_model_dir",
+]
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Added tokens kept in decoded text (the tool parser and the reasoning split read them).
@@ -112,7 +120,7 @@ def _train_tokenizer(seed: int) -> object:
 def build_tiny_model(directory: Path, seed: int = SEED) -> Path:
     """Write the tokenizer and a random model (`save_pretrained` files) into `directory`."""
     import torch
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerFast, Qwen2ForCausalLM
 
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer = PreTrainedTokenizerFast(
@@ -125,27 +133,38 @@ def build_tiny_model(directory: Path, seed: int = SEED) -> Path:
     )
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.save_pretrained(directory)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
+    config = qwen2_config(
+        tokenizer,
         num_attention_heads=2,
         num_key_value_heads=1,
         head_dim=64,
-        max_position_embeddings=2048,
-        tie_word_embeddings=True,
         initializer_range=0.2,  # peakier than the default 0.02: logprobs far from uniform
-        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
-        pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-        bos_token_id=None,
-        dtype="float32",
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config).to(torch.float32).eval()
     model.generation_config.eos_token_id = config.eos_token_id
     model.save_pretrained(directory)
     return directory
+
+
+def qwen2_config(tokenizer: Any, **shape: Any) -> Any:
+    """A 2-layer, 128-wide float32 `Qwen2Config` for `tokenizer` (tied embeddings, its
+    end-of-turn and padding tokens); `shape` sets the heads and the rest."""
+    from transformers import Qwen2Config
+
+    return Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        bos_token_id=None,
+        dtype="float32",
+        **shape,
+    )
 
 
 def _recipe_key(seed: int) -> str:
