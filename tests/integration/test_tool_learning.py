@@ -223,22 +223,31 @@ class Episode:
             right_city=bool(called and city and called[0] == city.group(1)),
             used_output=bool(outputs and answer is not None and answer == outputs[-1]),
             trained_turns=sum(1 for p in range(len(mask)) if mask[p] and (p == 0 or not mask[p - 1])),
-            mask_as_rendered=_as_rendered(tokenizer, sample, called, outputs, answer),
+            mask_as_rendered=_as_rendered(
+                tokenizer, ids, mask, _transcript(sample.prompt[-1]["content"], called, outputs, answer)
+            ),
         )
 
 
-def _as_rendered(
-    tokenizer: Any, sample: Any, called: list[str], outputs: list[int | None], answer: int | None
-) -> bool | None:
-    ids, mask = sample.input_ids.tolist(), sample.completion_mask.tolist()
+def _transcript(
+    prompt: str, called: list[str], outputs: list[int | None], answer: int | None
+) -> Transcript | None:
+    """The conversation as the warm start writes one: at most one call, its output read, an
+    answer naming one number; `None` for any other."""
     if answer is None or len(called) > 1 or len(outputs) != len(called) or None in outputs:
         return None
-    degrees = outputs[0] if outputs else 0
-    transcript = Transcript(sample.prompt[-1]["content"], called[0] if called else None, degrees or 0, answer)
-    words, trained = transcript_tokens(tokenizer, transcript)
-    if words != ids:
+    return Transcript(prompt, called[0] if called else None, outputs[0] or 0 if outputs else 0, answer)
+
+
+def _as_rendered(
+    tokenizer: Any, ids: list[int], mask: list[int], transcript: Transcript | None
+) -> bool | None:
+    """Whether `mask` is the warm start's own for `transcript`; `None` where there is none, or
+    its words differ from `ids`."""
+    if transcript is None:
         return None
-    return trained == mask
+    words, trained = transcript_tokens(tokenizer, transcript)
+    return trained == mask if words == ids else None
 
 
 def _degrees(output: str) -> int | None:
