@@ -63,8 +63,6 @@ from gymbus.schemas import GymError
 
 __all__ = ["CLASSES", "BothWays", "Side", "both_ways"]
 
-NO_AGENT = "its config declares no agent (as GymBus's config reader reads it)"
-
 
 @dataclass
 class _Plan:
@@ -205,8 +203,6 @@ def _gymbus_precheck(
         prepare(plan.target)
     except GymError as exc:
         return server, plan.failed("install", str(exc))
-    if not server.agents:  # its agent comes from elsewhere (a benchmark's config)
-        return server, Side(why=NO_AGENT, cause=NO_AGENT)
     return server, None
 
 
@@ -297,8 +293,10 @@ async def _gymbus_collect(plan: _Plan, result: BothWays, running: Any) -> Side:
                              timeouts=plan.timeouts)  # fmt: skip
     try:
         done = await collect(options, plan.quiet(), asyncio.Event())
-    except UnknownAgent as exc:  # the worker did not serve it: its log says why
-        return plan.failed("collect", f"{exc}\n{running.text()[-3000:]}")
+    except UnknownAgent as exc:
+        # Rows that name no agent (or none GymBus knows) are the cause themselves; an agent
+        # it knows that the worker did not serve has its cause in the worker's log.
+        return plan.failed("collect", str(exc) if exc.usage else f"{exc}\n{running.text()[-3000:]}")
     if done.written == done.planned and done.planned:
         side = Side(outcome="works", why=f"collected {done.written}/{done.planned}")
     else:

@@ -70,6 +70,8 @@ _QUOTED = re.compile(r"(?=NeMo Gym server \S+ (?:refused the request to|failed o
 each of those nested in one another (a lookahead: the innermost is the last found)."""
 _WRAPPING = re.compile(r"\"\}+'?$")
 """What an error body quoted inside another's (`b'{"error": {... "message": "..."}}'`) ends with."""
+_NO_AGENT = re.compile(r"No agent specified for rows|field `agent_ref`: missing, and no --agent was given")
+"""Rows that name no agent, as each side says it: NeMo Gym's `ng_collect_rollouts`, GymBus's `collect`."""
 _TIMED_OUT = re.compile(r"did not finish (?:before its deadline|within the census's)")
 """A time-out's cause on either side: GymBus's `deadline_exceeded`, the census's `TIMED_OUT`."""
 TIMED_OUT = "did not finish within the census's {limit:.0f} s"
@@ -161,10 +163,13 @@ def same_cause(ours: str, theirs: str) -> bool:
     long numbers; one cut short (or quoted within the other) matches the rest. Two
     time-outs match: each side words its own (GymBus a rollout's deadline, NeMo Gym's
     collection stopped at the census's limit), and what each waited on is in its log. Two
-    that name the same unset config key match: NeMo Gym's CLI rewords omegaconf's error."""
+    that name the same unset config key match: NeMo Gym's CLI rewords omegaconf's error. So
+    do two that say the rows name no agent, each in its own words."""
     if _TIMED_OUT.search(ours) and _TIMED_OUT.search(theirs):
         return True
     if _unset_key(ours) and _unset_key(ours) == _unset_key(theirs):
+        return True
+    if _NO_AGENT.search(ours) and _NO_AGENT.search(theirs):
         return True
     a, b = sorted((_comparable(ours), _comparable(theirs)), key=len)
     return bool(a) and (a == b or (len(a) >= 20 and a in b))

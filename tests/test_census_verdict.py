@@ -459,3 +459,27 @@ def test_a_request_differing_only_in_an_unknown_field_differs(tmp_path: Path) ->
         tmp_path, [("policy", "responses", POLICY_CALL)], [("policy", "responses", plain)]
     )
     assert differences == ["policy: .x_priority: 3 != null (NeMo Gym != GymBus)"]
+
+
+async def test_rows_that_name_no_agent_are_one_cause_in_each_sides_words(tmp_path: Path) -> None:
+    """gdpval: its rows name no agent and its config declares none. NeMo Gym's
+    `ng_collect_rollouts` refuses them with a `ValueError`; GymBus's `collect` with its own
+    check, made here by that check on the same kind of rows."""
+    from gymbus.runner._input import UnknownAgent
+    from gymbus.runner.collection._collect import _check_named
+    from gymbus.runner.collection._plan import Plan
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"responses_create_params": {"input": "hi"}}\n' * 5)
+    with pytest.raises(UnknownAgent) as refused:
+        _check_named(await Plan.scan(rows, limit=None, num_repeats=1, default_agent=None, name=str(rows)))
+    ours = cause(str(refused.value), str(refused.value))
+    theirs = (
+        "ValueError: No agent specified for rows [0, 0, 0, 0, 0]. Provide +agent_name (or +agent_map "
+        "with a _default entry), or include agent_ref or task_source in the data."
+    )
+    assert same_cause(theirs, ours) and same_cause(ours, theirs)
+    # Rows that name an agent nobody serves are another cause.
+    assert not same_cause(
+        theirs, "rows.jsonl: no agent its rows name can run here: gdpval_agent (5 rollouts)"
+    )
