@@ -53,7 +53,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # bench's Ray clus
 
 from census_both_ways import CLASSES, both_ways  # noqa: E402
 from census_endpoint import Recorder  # noqa: E402
-from census_nemo_gym import ray_binary  # noqa: E402
+from census_nemo_gym import _server_failure, ray_binary  # noqa: E402
 
 from bench._ray import ray_cluster  # noqa: E402
 from gymbus import bus  # noqa: E402
@@ -142,10 +142,14 @@ def _line_of(text: str, at: int) -> str:
 
 
 def _log_text(message: str) -> str:
-    """The message, and the tail of the log it names."""
+    """The message, and the log it names read as NeMo Gym's side reads `ng_run`'s
+    (`_server_failure`: up to the server's first failure), so that the same failure in the
+    same server's output is the same cause on both sides. What the message quotes of the
+    log after naming it is left out: the log itself follows."""
     found = _LOG.search(message)
     if found and Path(found[1]).exists():
-        return message + _LOG_ENDS + Path(found[1]).read_text(errors="replace")[-6000:]
+        log = _server_failure(Path(found[1]).read_text(errors="replace"))
+        return message[: found.end()] + _LOG_ENDS + log[-6000:]
     return message
 
 

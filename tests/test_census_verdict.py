@@ -483,3 +483,41 @@ async def test_rows_that_name_no_agent_are_one_cause_in_each_sides_words(tmp_pat
     assert not same_cause(
         theirs, "rows.jsonl: no agent its rows name can run here: gdpval_agent (5 rollouts)"
     )
+
+
+def test_a_servers_own_download_failing_as_it_starts_is_one_cause_on_both_sides(tmp_path: Path) -> None:
+    """bigcodebench: as it starts, the server runs `uv venv --python 3.10`, whose download
+    fails; uv says why, then the server raises `CalledProcessError`. NeMo Gym's `ng_run`
+    and GymBus's server log both hold those lines; GymBus's worker also quotes the
+    traceback's end. Both are read up to the server's first failure."""
+    _census()
+    from census_nemo_gym import _server_failure
+    from nemo_gym_census import _log_text, classify
+
+    command = (
+        "Command '['uv', 'venv', '--seed', '--python', '3.10', '.bcb_venv']' returned non-zero exit status 2."
+    )
+    server = [
+        "error: Request failed after 3 retries in 9.5s",
+        "  cause: Failed to download `https://github.com/astral-sh/python-build-standalone/cpython-3.10.tar.gz`",
+        "  cause: dns error",
+        "  cause: failed to lookup address information: Name or service not known",
+        "Traceback (most recent call last):",
+        '  File "setup_bcb_venv.py", line 56, in ensure_bcb_venv',
+        f"subprocess.CalledProcessError: {command}",
+    ]  # fmt: skip
+    ng_run = "\n".join([
+        "(bigcodebench_simple_agent) INFO:     Application startup complete.",
+        *server,
+        "Sending interrupt signals to servers...",
+        "RuntimeError: Process `bigcodebench` finished unexpectedly!",
+    ])  # fmt: skip
+    _, theirs = classify(f"ng_run exited with code 1: {_server_failure(ng_run)}")
+    log = tmp_path / "bigcodebench-1-2.log"
+    log.write_text("\n".join(server) + "\n")
+    worker = (
+        f"error: NeMo Gym server bigcodebench exited with code 1; its log is {log}: {' '.join(server[-3:])}"
+    )
+    _, ours = classify(_log_text(worker))
+    assert theirs == ours == "cause: failed to lookup address information: Name or service not known"
+    assert same_cause(cause(theirs, theirs), cause(ours, ours))
