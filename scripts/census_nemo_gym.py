@@ -35,11 +35,13 @@ from gymbus.functions.nemo_gym._resolve import resolve
 from gymbus.functions.nemo_gym._venv import pinned, tool_path
 from gymbus.schemas import GymError
 
-__all__ = ["STOPPED", "OwnStack", "materialize", "model_names", "needs_vllm", "ray_binary"]
+__all__ = ["START_TIMEOUT", "STOPPED", "OwnStack", "materialize", "model_names", "needs_vllm", "ray_binary"]
 
 _KINDS = ("resources_servers", "responses_api_agents", "responses_api_models", "environment_servers")
 POLICY = "policy_model"
-_RAISED = re.compile(r"^[\w.]+(Error|Exception|Exit)\b.*:")
+_RAISED = re.compile(r"^(\([\w.-]+\) )?[\w.]+(Error|Exception|Exit)\b.*:")
+"""An exception raised, opening a line (after the server's name in parentheses where `ng_run`
+prefixes a server's lines with it)."""
 _INSTALL_FAILED = re.compile(r"^(\([\w.-]+\) )?error: ")
 """NeMo Gym's own installer (uv) failing: the lines of its last command carry the server's name
 in parentheses, those of the commands before it do not (a server with a pyproject.toml
@@ -48,7 +50,8 @@ _CLI_REFUSED = re.compile(r"^Error: ")
 """NeMo Gym's CLI refusing the config (a `ConfigError`, which Rich prints as `Error: ...`)
 before it starts any server."""
 START_TIMEOUT = 300.0
-"""Seconds `ng_run` gets to start every server of the config."""
+"""Seconds each side gets to start every server of the config: more than a server's own
+wait before it fails (competitive_coding_challenges waits 240 s for its sandbox)."""
 OWN_INSTALL_TIMEOUT = 900.0
 """Seconds `ng_run` gets where NeMo Gym's own installer builds an environment first."""
 STOPPED = -1
@@ -118,9 +121,20 @@ def _server_failure(log: str) -> str:
             return "\n".join([*lines[:number], _refusal(lines, number)])
         if _INSTALL_FAILED.match(line):
             return "\n".join(lines[: _installer_said(lines, number)])
-        if _RAISED.match(line) and "finished unexpectedly!" not in line:
-            return "\n".join(lines[: number + 6])
+        raised = _RAISED.match(line)
+        if raised and "finished unexpectedly!" not in line:
+            return "\n".join(lines[: _details_end(lines, number, raised[1] or "")])
     return "\n".join(lines)
+
+
+def _details_end(lines: list[str], raised: int, name: str) -> int:
+    """Where the lines that detail the exception at line `raised` end: up to 5 more, and
+    only the same server's (`name`, its prefix) where `ng_run` names it: what `ng_run`
+    prints next (its own "finished unexpectedly") is not that server's."""
+    end = raised + 1
+    while end < min(len(lines), raised + 6) and lines[end].startswith(name):
+        end += 1
+    return end
 
 
 def _installer_said(lines: list[str], failed: int) -> int:

@@ -53,7 +53,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # bench's Ray clus
 
 from census_both_ways import CLASSES, both_ways  # noqa: E402
 from census_endpoint import Recorder  # noqa: E402
-from census_nemo_gym import _server_failure, ray_binary  # noqa: E402
+from census_nemo_gym import START_TIMEOUT, _server_failure, ray_binary  # noqa: E402
 
 from bench._ray import ray_cluster  # noqa: E402
 from gymbus import bus  # noqa: E402
@@ -83,8 +83,6 @@ _RESOLUTION_CAUSE = re.compile(r"^(?:\([\w.-]+\))?\s*cause: (.+)")
 parentheses where NeMo Gym's installer prints it)."""
 _LOG = re.compile(r"its log is (\S+\.log)")
 _LOG_ENDS = "\n(its log ends)\n"
-START_TIMEOUT = 180.0
-"""Seconds a worker gets to start its server and agents (the big ones load data)."""
 TIMEOUTS = replace(DEFAULT_TIMEOUTS, verify=90.0, rollout=180.0, model=60.0, agent_run=180.0)
 """Each verify and rollout is bounded well below the defaults: a server that hangs is a finding."""
 

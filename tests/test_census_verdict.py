@@ -521,3 +521,34 @@ def test_a_servers_own_download_failing_as_it_starts_is_one_cause_on_both_sides(
     _, ours = classify(_log_text(worker))
     assert theirs == ours == "cause: failed to lookup address information: Name or service not known"
     assert same_cause(cause(theirs, theirs), cause(ours, ours))
+
+
+def test_a_servers_exception_under_its_name_is_its_cause_not_ng_runs_process_ending(tmp_path: Path) -> None:
+    """competitive_coding_challenges: `ng_run` prefixes each line of the server's with its
+    name; the server's own exception under that name is the cause, not `ng_run`'s "finished
+    unexpectedly" that follows. GymBus's server log has the same exception unprefixed."""
+    _census()
+    from census_nemo_gym import _server_failure
+    from nemo_gym_census import _log_text, classify
+
+    server = [
+        "CCC: pre-loading metadata (~27 GB, ~46s) before first request...",
+        "Traceback (most recent call last):",
+        '  File "ccc_eval.py", line 238, in wait_for_sandbox',
+        "RuntimeError: Sandbox not ready after waiting 240s",
+        "",
+        "ERROR:    Application startup failed. Exiting.",
+    ]
+    name = "(competitive_coding_challenges_resources_server) "
+    ng_run = "\n".join([
+        *(name + line for line in server),
+        "Sending interrupt signals to servers...",
+        "Traceback (most recent call last):",
+        "RuntimeError: Process `competitive_coding_challenges_resources_server` finished unexpectedly!",
+    ])  # fmt: skip
+    _, theirs = classify(f"ng_run exited with code 1: {_server_failure(ng_run)}")
+    log = tmp_path / "competitive_coding_challenges-1-2.log"
+    log.write_text("\n".join(server) + "\n")
+    worker = f"error: NeMo Gym server competitive_coding_challenges exited with code 3; its log is {log}:"
+    _, ours = classify(_log_text(worker))
+    assert theirs == ours == "RuntimeError: Sandbox not ready after waiting 240s"
