@@ -289,7 +289,7 @@ async def _gymbus_side(plan: _Plan, result: BothWays) -> Side:
 
 async def _gymbus_collect(plan: _Plan, result: BothWays, running: Any) -> Side:
     output = plan.work / "gymbus.jsonl"
-    options = CollectOptions(input=plan.rows, output=output, agent=result.agent, nats_url=plan.url,
+    options = CollectOptions(input=plan.rows, output=output, agent=result.agent or None, nats_url=plan.url,
                              timeouts=plan.timeouts)  # fmt: skip
     try:
         done = await collect(options, plan.quiet(), asyncio.Event())
