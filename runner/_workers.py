@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gymbus.bus import ENV_VARS, Bus, BusAuth, ServeOptions, die_with_parent
+from gymbus.functions.nemo_gym import is_nemo_gym
 from gymbus.schemas import BusUnavailable, Timeouts
 
-__all__ = ["WorkerProcesses", "start_workers", "stop_workers", "worker_command"]
+__all__ = ["WorkerProcesses", "start_limit", "start_workers", "stop_workers", "worker_command"]
 
 log = logging.getLogger("gymbus.workers")
 
@@ -279,11 +280,18 @@ async def start_workers(
     supervised = Supervised([group for group, _ in groups])
     try:
         for group, services in groups:
-            await bus.wait_served(list(services), timeouts.worker_start, check=group.check)
+            await bus.wait_served(list(services), start_limit(group, timeouts), check=group.check)
     except BaseException:
         await supervised.stop(timeouts.drain)
         raise
     return supervised
+
+
+def start_limit(group: WorkerProcesses, timeouts: Timeouts) -> float:
+    """How long `group` gets to serve: a worker hosting NeMo Gym servers serves once they
+    answer, which NeMo Gym allows `Timeouts.nemo_gym_start`."""
+    hosts = any(is_nemo_gym(function) for function in group.options.functions)
+    return timeouts.worker_start + (timeouts.nemo_gym_start if hosts else 0.0)
 
 
 async def stop_workers(supervised: Supervised | None, timeout: float) -> None:

@@ -165,9 +165,10 @@ class Timeouts:
     an adapter for this long (its syncer is catching up); the others get them."""
     adapter_http: float = 120.0
     """One call to an inference server's adapter endpoints (list, load, unload)."""
-    nemo_gym_start: float = 180.0
-    """A NeMo Gym server, from its process start to answering its liveness route (its
-    imports take seconds, more on a busy machine)."""
+    nemo_gym_start: float = 600.0
+    """A NeMo Gym server, from its process start to answering its liveness route: NeMo
+    Gym's own default (`server_spinup_timeout_seconds`), as some servers load data or wait
+    for a sandbox for minutes before they answer or fail."""
     nemo_gym_exit: float = 2.0
     """A hosted NeMo Gym agent that dropped a connection is looked at this long: if its
     process exits meanwhile, the rollout goes to another worker; if not, it failed."""

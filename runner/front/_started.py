@@ -45,7 +45,7 @@ from gymbus.functions.nemo_gym import PREFIX, is_nemo_gym, outline
 from gymbus.functions.registry import policy_adapter
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS, BusUnavailable, Timeouts
 
-from .._workers import Supervised, WorkerProcesses
+from .._workers import Supervised, WorkerProcesses, start_limit
 from ._http import app_for
 from ._layout import Layout, _instances
 
@@ -177,7 +177,7 @@ async def _wait_started(
     anyway, and a `/run` for what it served answers 503 with the reason."""
     for group, services in groups:
         try:
-            await bus.wait_served(services, timeouts.worker_start, check=group.check)
+            await bus.wait_served(services, start_limit(group, timeouts), check=group.check)
         except BusUnavailable as exc:
             log.error("%s cannot be served: %s", ", ".join(services), exc)
 

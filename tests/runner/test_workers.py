@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from gymbus.bus import ServeOptions
-from gymbus.runner._workers import WorkerProcesses
+from gymbus.runner._workers import WorkerProcesses, start_limit
 from gymbus.schemas import DEFAULT_LIMITS, DEFAULT_TIMEOUTS
 
 
@@ -36,3 +36,15 @@ def test_a_group_whose_processes_exit_as_they_start_is_replacing_then_given_up_o
     assert group.restarts == 1 and not group.replacing()
     assert "exited 2 times in a row as they started" in group.failed
     assert "no_such_function" in group.failed  # the log's last line says why
+
+
+def test_workers_hosting_nemo_gym_servers_get_as_long_to_start_as_nemo_gym_gives_them() -> None:
+    """A worker serves a NeMo Gym server's functions once that server answers, which NeMo
+    Gym waits 600 s for (`server_spinup_timeout_seconds`): a command waiting for its own
+    workers allows that on top of their own start; for other functions, their start only."""
+    timeouts = replace(DEFAULT_TIMEOUTS, worker_start=30.0)
+    hosting = WorkerProcesses(ServeOptions(functions=("nemo-gym:mcqa", "vllm")), "nats://127.0.0.1:9", None)
+    own = WorkerProcesses(ServeOptions(functions=("example_single_tool_call",)), "nats://127.0.0.1:9", None)
+    assert DEFAULT_TIMEOUTS.nemo_gym_start == 600.0
+    assert start_limit(hosting, timeouts) == 630.0
+    assert start_limit(own, timeouts) == 30.0
