@@ -33,7 +33,7 @@ from bench._ray import RAY_ENVIRONMENT
 from gymbus.functions.nemo_gym import requirements_of, virtual_env
 from gymbus.functions.nemo_gym._resolve import resolve
 from gymbus.functions.nemo_gym._venv import pinned, tool_path
-from gymbus.schemas import GymError
+from gymbus.schemas import DEFAULT_TIMEOUTS, GymError
 
 __all__ = ["START_TIMEOUT", "STOPPED", "OwnStack", "materialize", "model_names", "needs_vllm", "ray_binary"]
 
@@ -49,9 +49,11 @@ installs `nemo-gym` alone first, and that resolution is where an unfit Python is
 _CLI_REFUSED = re.compile(r"^Error: ")
 """NeMo Gym's CLI refusing the config (a `ConfigError`, which Rich prints as `Error: ...`)
 before it starts any server."""
-START_TIMEOUT = 300.0
-"""Seconds each side gets to start every server of the config: more than a server's own
-wait before it fails (competitive_coding_challenges waits 240 s for its sandbox)."""
+START_TIMEOUT = DEFAULT_TIMEOUTS.nemo_gym_start + 60.0
+"""Seconds each side gets to start every server of the config: more than each side's own
+limit (NeMo Gym's `server_spinup_timeout_seconds`, which GymBus shares), so that a server
+that does not start says so in each side's own words, and more than a server's own wait
+before it fails (competitive_coding_challenges waits 240 s for its sandbox)."""
 OWN_INSTALL_TIMEOUT = 900.0
 """Seconds `ng_run` gets where NeMo Gym's own installer builds an environment first."""
 STOPPED = -1
