@@ -154,11 +154,19 @@ def _failure_reason(*files: Path) -> str:
     return ""
 
 
+_ANSWERED = ("Response content:", "repr(e):")
+"""How `ng_run`'s log quotes a server's error answer: what a server's client got back, and
+what a server that raised says it answers with (NeMo Gym's handler logs `repr(e)`)."""
+
+
 def _server_answer(log: Path) -> str:
     """What a NeMo Gym server answered last with an error, from `ng_run`'s log (`""` where
     none did): its client's failure names only the agent's 500."""
-    found = [line for line in log.read_text(errors="replace").splitlines() if "Response content:" in line]
-    return found[-1].split("Response content:", 1)[1].strip() if found else ""
+    for line in reversed(log.read_text(errors="replace").splitlines()):
+        for marker in _ANSWERED:
+            if marker in line:
+                return line.split(marker, 1)[1].strip()
+    return ""
 
 
 def _with_indices(stored: Path, target: Path, agent: str) -> Path:

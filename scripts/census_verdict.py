@@ -143,7 +143,9 @@ def cause(text: str, why: str) -> str:
     else:
         quoted = _QUOTED.findall(text)
         said = _WRAPPING.sub("", quoted[-1]).replace("\\'", "'") if quoted else why
-    said = " ".join(str(said).split())
+    # Without its folders before it is cut: each side's copy of a server lives elsewhere,
+    # and a path cut at two lengths would differ where the causes do not.
+    said = " ".join(_FOLDERS.sub("", str(said)).split())
     return said if len(said) <= CAUSE_CHARS else said[: CAUSE_CHARS - 3] + "..."
 
 

@@ -552,3 +552,25 @@ def test_a_servers_exception_under_its_name_is_its_cause_not_ng_runs_process_end
     worker = f"error: NeMo Gym server competitive_coding_challenges exited with code 3; its log is {log}:"
     _, ours = classify(_log_text(worker))
     assert theirs == ours == "RuntimeError: Sandbox not ready after waiting 240s"
+
+
+def test_what_a_nemo_gym_server_raised_is_its_answer_and_folders_do_not_make_a_cause(tmp_path: Path) -> None:
+    """gdp_pdf: its agent raises on `/run`; NeMo Gym's client logs only the 500, and the
+    agent's handler logs the `repr(e)` it answers with. GymBus's failure row carries the
+    same words, with the path of its own copy of the server, cut at another length."""
+    _census()
+    from census_both_ways import _server_answer
+
+    said = "FileNotFoundError('Document manifest not found: {}/resources_servers/gdp_pdf/data/documents/9ef247ac-8da4-484b-9496-4569302f97f5/manifest.json\\nSource documents are not committed.')"  # noqa: E501
+    log = tmp_path / "ng_run.log"
+    log.write_text("\n".join([
+        "(gdp_pdf_simple_agent) FileNotFoundError: Document manifest not found: ...",
+        f"(gdp_pdf_simple_agent) repr(e): {said.format('/tmp/gymbus-census-x/1/venvs/responses_api_agents/gdp_pdf_agent/.venv/lib/python3.13/site-packages')}",  # noqa: E501
+        "(gdp_pdf_simple_agent) 🚨 Caught an exception printed above in gdp_pdf_simple_agent (GdpPdfAgent).",
+    ]))  # fmt: skip
+    answer = _server_answer(log)
+    theirs = cause(answer, answer)
+    ours = said.format("/root/.cache/gymbus/nemo-gym/venvs/5d15c19258f87aa4/lib/python3.13/site-packages")
+    assert theirs.startswith("FileNotFoundError('Document manifest not found: manifest.json")
+    assert same_cause(theirs, cause(ours, ours))
+    assert not same_cause(theirs, cause("FileNotFoundError('db.json not found')", "FileNotFoundError"))
