@@ -30,7 +30,7 @@ import yaml
 
 from bench._procs import stop_ng_run
 from bench._ray import RAY_ENVIRONMENT
-from gymbus.functions.nemo_gym import requirements_of, virtual_env
+from gymbus.functions.nemo_gym import find_python, release, requirements_of, virtual_env
 from gymbus.functions.nemo_gym._resolve import resolve
 from gymbus.functions.nemo_gym._venv import pinned, tool_path
 from gymbus.schemas import DEFAULT_TIMEOUTS, GymError
@@ -168,6 +168,19 @@ def _free_port() -> int:
         return int(one.getsockname()[1])
 
 
+def _resolve_as_declared(work: Path) -> dict[str, str]:
+    """On an older patch release of Python than nemo-gym declares (3.13.0 for 0.7.0's
+    3.13.14), NeMo Gym's own installer refuses every environment it builds; GymBus's resolves
+    for the declared version (`Python.needs_override`). NeMo Gym's is told the same through
+    uv's own settings file, so both sides install under one rule: its code is unchanged."""
+    python = find_python(release().python)
+    if not python.needs_override:
+        return {}
+    settings = work / "uv.toml"
+    settings.write_text(f'[pip]\npython-version = "{python.wanted_text}"\n')
+    return {"UV_CONFIG_FILE": str(settings)}
+
+
 class OwnStack:
     """`ng_run` of one server's config; `collect` and `reverify` run against it."""
 
@@ -203,7 +216,7 @@ class OwnStack:
         # uv on the path, as where NeMo Gym is installed: bigcodebench builds its sandbox with it.
         # So is the Python NeMo Gym runs on: its installer asks uv for that very version.
         path = os.pathsep.join([str(base.python.resolve().parent), tool_path()])
-        self.environment = {**os.environ, **RAY_ENVIRONMENT, "PATH": path}
+        self.environment = {**os.environ, **RAY_ENVIRONMENT, "PATH": path, **_resolve_as_declared(work)}
         self.process: subprocess.Popen[bytes] | None = None
 
     def _without(self, config_file: Path, models: tuple[str, ...]) -> Path:
