@@ -275,12 +275,41 @@ def compare_requests(ours: list[Path], theirs: list[Path], varied: frozenset[str
     steady = collections.Counter({key: count for key, count in left.items() if key not in varied})
     stays = [forms for forms in unmatched if not set(forms) & varied]
     moved = [forms for forms in unmatched if set(forms) & varied]
+    stays, more = _in_place_of(left - steady, moved, stays)
     return Requests(
         {"nemo_gym": sum(nemo_gym.values()), "gymbus": len(gymbus)},
         _differences(steady, stays),
         [f"request {said} (NeMo Gym's own two collections differ on it)"
-         for said in _differences(left - steady, moved)],
+         for said in _differences(left - steady, moved + more)],
     )  # fmt: skip
+
+
+def _in_place_of(
+    varying: collections.Counter[str], moved: list[list[str]], stays: list[list[str]]
+) -> tuple[list[list[str]], list[list[str]]]:
+    """(`stays` still standing, those unsettled): GymBus's requests sent where NeMo Gym sent
+    one its own two collections sent differently (`varying`, left unmatched), one for each
+    such request of the same model and API that no GymBus request matching a varying one
+    (`moved`) already stands in for. A conversation dealt at random (an appointment id)
+    varies on both sides, and GymBus's request then matches neither of NeMo Gym's."""
+    slots = collections.Counter(tuple(json.loads(key)[:2]) for key in varying.elements())
+    for forms in moved:
+        _take_slot(slots, forms)
+    standing: list[list[str]] = []
+    unsettled: list[list[str]] = []
+    for forms in stays:
+        (unsettled if _take_slot(slots, forms) else standing).append(forms)
+    return standing, unsettled
+
+
+def _take_slot(slots: collections.Counter[tuple[str, ...]], forms: list[str]) -> bool:
+    """Takes one of `slots` (a model and API) that a form of the request is sent to."""
+    for form in forms:
+        slot = tuple(json.loads(form)[:2])
+        if slots[slot] > 0:
+            slots[slot] -= 1
+            return True
+    return False
 
 
 def _differences(left: collections.Counter[str], unmatched: list[list[str]]) -> list[str]:

@@ -574,3 +574,25 @@ def test_what_a_nemo_gym_server_raised_is_its_answer_and_folders_do_not_make_a_c
     assert theirs.startswith("FileNotFoundError('Document manifest not found: manifest.json")
     assert same_cause(theirs, cause(ours, ours))
     assert not same_cause(theirs, cause("FileNotFoundError('db.json not found')", "FileNotFoundError"))
+
+
+def test_gymbus_request_in_place_of_one_nemo_gym_sends_differently_each_time_is_unsettled_with_it(
+    tmp_path: Path,
+) -> None:
+    """indirect_prompt_injection: each collection makes a random appointment id, so NeMo
+    Gym's two collections send different requests, and GymBus's matches neither. It is
+    unsettled with the one it stands in for; a steady request that differs still stands."""
+    asked = {"input": "confirm?"}
+    _log(tmp_path / "nemo_gym.requests.jsonl", ("policy", "responses", {"input": "id 17"}),
+         ("policy", "responses", asked), ("judge", "responses", {"input": "grade"}))  # fmt: skip
+    _log(tmp_path / "gymbus.requests.jsonl", ("policy", "responses", {"input": "id 42"}),
+         ("policy", "responses", asked), ("judge", "responses", {"input": "mark"}))  # fmt: skip
+    result = BothWays("indirect_prompt_injection", nemo_gym=_works({"0": 1.0}), gymbus=_works({"0": 1.0}))
+    judge(result, tmp_path)
+    again = _log(tmp_path / "again.jsonl", ("policy", "responses", {"input": "id 5"}),
+                 ("policy", "responses", asked), ("judge", "responses", {"input": "grade"}))  # fmt: skip
+    settle_requests(result, tmp_path, again)
+    assert result.request_mismatches == ['judge: .input: "grade" != "mark" (NeMo Gym != GymBus)']
+    assert result.unsettled == [
+        'request policy: .input: "id 17" != "id 42" (NeMo Gym != GymBus) (NeMo Gym\'s own two collections differ on it)'
+    ]
