@@ -72,6 +72,14 @@ _WRAPPING = re.compile(r"\"\}+'?$")
 """What an error body quoted inside another's (`b'{"error": {... "message": "..."}}'`) ends with."""
 _NO_AGENT = re.compile(r"No agent specified for rows|field `agent_ref`: missing, and no --agent was given")
 """Rows that name no agent, as each side says it: NeMo Gym's `ng_collect_rollouts`, GymBus's `collect`."""
+_STARTS_NO_SERVER = (
+    re.compile(r"Process `[^`]+` finished unexpectedly!$"),
+    re.compile(r"expected one server class, found none$"),
+)
+"""An entrypoint that defines no server (`gymnasium`'s `base.py`, a library), as each side
+meets it: NeMo Gym runs it, it returns at once, and `ng_run` says only that the process
+finished (the census reads that only where no server raised anything); GymBus's launcher
+looks for the server class it would start and finds none."""
 _TIMED_OUT = re.compile(r"did not finish (?:before its deadline|within the census's)")
 """A time-out's cause on either side: GymBus's `deadline_exceeded`, the census's `TIMED_OUT`."""
 TIMED_OUT = "did not finish within the census's {limit:.0f} s"
@@ -166,12 +174,16 @@ def same_cause(ours: str, theirs: str) -> bool:
     time-outs match: each side words its own (GymBus a rollout's deadline, NeMo Gym's
     collection stopped at the census's limit), and what each waited on is in its log. Two
     that name the same unset config key match: NeMo Gym's CLI rewords omegaconf's error. So
-    do two that say the rows name no agent, each in its own words."""
+    do two that say the rows name no agent, each in its own words, and two that meet an
+    entrypoint that starts no server."""
     if _TIMED_OUT.search(ours) and _TIMED_OUT.search(theirs):
         return True
     if _unset_key(ours) and _unset_key(ours) == _unset_key(theirs):
         return True
     if _NO_AGENT.search(ours) and _NO_AGENT.search(theirs):
+        return True
+    ended, none = _STARTS_NO_SERVER
+    if (ended.search(theirs) and none.search(ours)) or (ended.search(ours) and none.search(theirs)):
         return True
     a, b = sorted((_comparable(ours), _comparable(theirs)), key=len)
     return bool(a) and (a == b or (len(a) >= 20 and a in b))

@@ -596,3 +596,31 @@ def test_gymbus_request_in_place_of_one_nemo_gym_sends_differently_each_time_is_
     assert result.unsettled == [
         'request policy: .input: "id 17" != "id 42" (NeMo Gym != GymBus) (NeMo Gym\'s own two collections differ on it)'
     ]
+
+
+def test_an_entrypoint_that_defines_no_server_is_one_cause_in_each_sides_words(tmp_path: Path) -> None:
+    """gymnasium: its config's entrypoint is `base.py`, a library. NeMo Gym runs it, it
+    returns at once without a word, and `ng_run` says the process finished; GymBus's
+    launcher finds no server class in it. A process that finished after its server raised
+    is read as that exception instead, and is another cause."""
+    _census()
+    from census_nemo_gym import _server_failure
+    from nemo_gym_census import _log_text, classify
+
+    ng_run = "\n".join([
+        "Starting `gymnasium` from venv venvs/resources_servers/gymnasium/.venv",
+        "0 / 4 servers ready. Waiting for servers to spin up: ['gymnasium', 'policy_model']",
+        "Sending interrupt signals to servers...",
+        "Traceback (most recent call last):",
+        "RuntimeError: Process `gymnasium` finished unexpectedly!",
+    ])  # fmt: skip
+    _, theirs = classify(f"ng_run exited with code 1: {_server_failure(ng_run)}")
+    log = tmp_path / "gymnasium-1-2.log"
+    log.write_text(f"{tmp_path}/resources_servers/gymnasium/base.py: expected one server class, found none\n")
+    _, ours = classify(_log_text(f"error: NeMo Gym server gymnasium exited with code 1; its log is {log}:"))
+    assert ours.endswith("gymnasium/base.py: expected one server class, found none")
+    assert same_cause(cause(theirs, theirs), cause(ours, ours))
+    crashed = ng_run.replace("Sending", "(gymnasium) ImportError: cannot import name 'Env'\nSending")
+    _, raised = classify(f"ng_run exited with code 1: {_server_failure(crashed)}")
+    assert raised == "ImportError: cannot import name 'Env'"
+    assert not same_cause(cause(raised, raised), cause(ours, ours))
