@@ -80,6 +80,9 @@ _STARTS_NO_SERVER = (
 meets it: NeMo Gym runs it, it returns at once, and `ng_run` says only that the process
 finished (the census reads that only where no server raised anything); GymBus's launcher
 looks for the server class it would start and finds none."""
+_UNRESOLVED_HOST = re.compile(r"Could not resolve host: ([\w.-]+)")
+"""A download from a host this machine cannot reach: which of a server's sources each side's
+installer fetched first (and failed on) is its own order, the host is the cause."""
 _TIMED_OUT = re.compile(r"did not finish (?:before its deadline|within the census's)")
 """A time-out's cause on either side: GymBus's `deadline_exceeded`, the census's `TIMED_OUT`."""
 TIMED_OUT = "did not finish within the census's {limit:.0f} s"
@@ -174,13 +177,16 @@ def same_cause(ours: str, theirs: str) -> bool:
     time-outs match: each side words its own (GymBus a rollout's deadline, NeMo Gym's
     collection stopped at the census's limit), and what each waited on is in its log. Two
     that name the same unset config key match: NeMo Gym's CLI rewords omegaconf's error. So
-    do two that say the rows name no agent, each in its own words, and two that meet an
-    entrypoint that starts no server."""
+    do two that say the rows name no agent, each in its own words, two that meet an
+    entrypoint that starts no server, and two downloads from the same unreachable host."""
     if _TIMED_OUT.search(ours) and _TIMED_OUT.search(theirs):
         return True
     if _unset_key(ours) and _unset_key(ours) == _unset_key(theirs):
         return True
     if _NO_AGENT.search(ours) and _NO_AGENT.search(theirs):
+        return True
+    host = _UNRESOLVED_HOST.search(ours)
+    if host and host[1] == (_UNRESOLVED_HOST.search(theirs) or [None, None])[1]:
         return True
     ended, none = _STARTS_NO_SERVER
     if (ended.search(theirs) and none.search(ours)) or (ended.search(ours) and none.search(theirs)):

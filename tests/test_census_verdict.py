@@ -624,3 +624,14 @@ def test_an_entrypoint_that_defines_no_server_is_one_cause_in_each_sides_words(t
     _, raised = classify(f"ng_run exited with code 1: {_server_failure(crashed)}")
     assert raised == "ImportError: cannot import name 'Env'"
     assert not same_cause(cause(raised, raised), cause(ours, ours))
+
+
+def test_two_downloads_from_one_unreachable_host_are_one_cause_whichever_source_came_first() -> None:
+    """longmt_eval needs two git sources on GitHub: NeMo Gym's installer failed on one first,
+    GymBus's on the other. Another host is another cause."""
+    theirs = "(longmt_eval) fatal: unable to access 'https://github.com/jeffwillette/SEGALE.git/': Could not resolve host: github.com"  # noqa: E501
+    ours = "fatal: unable to access 'https://github.com/jeffwillette/LongMT.git/': Could not resolve host: github.com"
+    assert same_cause(cause(theirs, theirs), cause(ours, ours))
+    assert same_cause(cause(ours, ours), cause(theirs, theirs))
+    elsewhere = "fatal: unable to access 'https://gitlab.com/o/r.git/': Could not resolve host: gitlab.com"
+    assert not same_cause(cause(theirs, theirs), elsewhere)
