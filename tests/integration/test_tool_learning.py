@@ -13,6 +13,7 @@ serve` worker with the environment, its simple agent and the `vllm` model functi
 
 from __future__ import annotations
 
+import collections
 import json
 import re
 from collections.abc import Iterator
@@ -204,6 +205,8 @@ class Episode:
     """Its answer named the degrees the tool returned (whichever city it asked for)."""
     trained_turns: int
     """Model turns with a trained token (runs of the loss mask)."""
+    answer: int | None
+    """The one number its answer names (`None`: none, or several)."""
     mask_as_rendered: bool | None
     """Whether its tokens and loss mask are the warm start's own rendering of the same
     conversation (`transcript_tokens`: the tool's output and the second prompt's framing
@@ -223,6 +226,7 @@ class Episode:
             right_city=bool(called and city and called[0] == city.group(1)),
             used_output=bool(outputs and answer is not None and answer == outputs[-1]),
             trained_turns=sum(1 for p in range(len(mask)) if mask[p] and (p == 0 or not mask[p - 1])),
+            answer=answer,
             mask_as_rendered=_as_rendered(
                 tokenizer, ids, mask, _transcript(sample.prompt[-1]["content"], called, outputs, answer)
             ),
@@ -292,8 +296,19 @@ class Figures:
         return (
             f"{name}: {len(self.steps)} steps in {self.seconds:.0f} s\n  reward {rounded(lambda e: e.reward)}\n"
             f"  right city {rounded(lambda e: e.right_city)}\n  used output {rounded(lambda e: e.used_output)}\n"
-            f"  trained turns {rounded(lambda e: e.trained_turns)}"
+            f"  trained turns {rounded(lambda e: e.trained_turns)}\n"
+            f"  commonest answer's share {[round(share, 2) for share in self.commonest_answer_share()]}"
         )
+
+    def commonest_answer_share(self) -> list[float]:
+        """Per step, the share of the answers naming a number that name its commonest: 0.25
+        where the four values are answered alike, 1 where the policy always answers one (a
+        policy that copies the tool's value answers them alike too)."""
+        shares = []
+        for step in self.steps:
+            answers = collections.Counter(e.answer for e in step if e.answer is not None)
+            shares.append(max(answers.values()) / answers.total() if answers else 0.0)
+        return shares
 
 
 STEPS = 150
