@@ -5,8 +5,9 @@ recorded endpoint (`census_endpoint`), and what differs (`census_verdict` conclu
    the same names (the `openai` adapter: the policy over the Responses API, each judge
    over Chat Completions), `collect` of the same rows with the same agent, `verify --inputs`
    of the same stored rollouts with the same materialized inputs. GymBus's own pre-check
-   (its reading of the config, its install, an agent the config declares) can refuse the
-   server: that is GymBus's side's failure only.
+   (its reading of the config, its install) can refuse the server: that is GymBus's
+   side's failure only. A config that declares no agent is served and collected all the
+   same: each side then says in its own words why its rows cannot run.
 2. NeMo Gym: `ng_run` with the server's config and a model config pointing at the endpoint
    (`census_nemo_gym`), `ng_collect_rollouts` on the first rows of its `data/example.jsonl`
    with the agent they name (else its config's first), then, where it has
