@@ -88,6 +88,9 @@ _TIMED_OUT = re.compile(r"did not finish (?:before its deadline|within the censu
 TIMED_OUT = "did not finish within the census's {limit:.0f} s"
 """The cause of a NeMo Gym collection the census stopped at its limit (its log ends mid-run)."""
 _FOLDERS = re.compile(r"(?<![\w:/.])/(?:[^\s/'\"]+/)+")
+_RELATIVE_FOLDERS = re.compile(r"(?<![\w:/.+-])(?:[\w.+-]+/){2,}")
+"""Two or more folders of a relative path (`venvs/resources_servers/x/.venv/...`); one alone
+may be a word's (`and/or`), and a URL's are not (they follow `:` or `/`)."""
 _UNSET_KEY = re.compile(r"Interpolation key '([^']+)' not found|Config value '[^']*' references '([^']+)'")
 """A config value whose `${key}` has no value: omegaconf's `InterpolationKeyError` (GymBus
 reading the config), and NeMo Gym's CLI's own words for that same error
@@ -154,10 +157,15 @@ def cause(text: str, why: str) -> str:
     else:
         quoted = _QUOTED.findall(text)
         said = _WRAPPING.sub("", quoted[-1]).replace("\\'", "'") if quoted else why
-    # Without its folders before it is cut: each side's copy of a server lives elsewhere,
-    # and a path cut at two lengths would differ where the causes do not.
-    said = " ".join(_FOLDERS.sub("", str(said)).split())
+    said = " ".join(without_folders(str(said)).split())
     return said if len(said) <= CAUSE_CHARS else said[: CAUSE_CHARS - 3] + "..."
+
+
+def without_folders(text: str) -> str:
+    """`text` with the folders of its paths left out, before anything cuts it: each side's
+    copy of a server lives elsewhere (absolute on one side, relative on the other), and a
+    path cut at two lengths would differ where the causes do not."""
+    return _RELATIVE_FOLDERS.sub("", _FOLDERS.sub("", text))
 
 
 def _comparable(text: str) -> str:

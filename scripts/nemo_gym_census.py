@@ -54,6 +54,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # bench's Ray clus
 from census_both_ways import CLASSES, both_ways  # noqa: E402
 from census_endpoint import Recorder  # noqa: E402
 from census_nemo_gym import START_TIMEOUT, _server_failure, ray_binary  # noqa: E402
+from census_verdict import without_folders  # noqa: E402
 
 from bench._ray import ray_cluster  # noqa: E402
 from gymbus import bus  # noqa: E402
@@ -121,7 +122,7 @@ def _last_exception(text: str) -> str:
     for line in reversed(text.splitlines()):
         found = list(_EXCEPTION.finditer(line))
         if found:
-            said = " ".join(found[-1][2].replace("\\n", " ").split())
+            said = " ".join(without_folders(found[-1][2]).replace("\\n", " ").split())
             return f"{found[-1][1]}: {said}"[:200].rstrip(": ")
     return ""
 

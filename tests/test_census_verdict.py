@@ -635,3 +635,22 @@ def test_two_downloads_from_one_unreachable_host_are_one_cause_whichever_source_
     assert same_cause(cause(ours, ours), cause(theirs, theirs))
     elsewhere = "fatal: unable to access 'https://gitlab.com/o/r.git/': Could not resolve host: gitlab.com"
     assert not same_cause(cause(theirs, theirs), elsewhere)
+
+
+def test_a_failed_command_is_one_cause_whichever_folder_each_side_ran_it_into() -> None:
+    """newton_bench clones its benchmark at start, into its own copy of the server: a path
+    relative to NeMo Gym's run folder on one side, absolute on the other, each cut at 200
+    characters where it stood."""
+    _census()
+    from nemo_gym_census import classify
+
+    command = "subprocess.CalledProcessError: Command '['git', 'clone', '--depth=1', 'https://github.com/HKUST-KnowComp/NewtonBench', '{}/resources_servers/newton_bench/NewtonBench']' returned non-zero exit status 128."  # noqa: E501
+    _, theirs = classify(
+        command.format("venvs/resources_servers/newton_bench/.venv/lib/python3.13/site-packages")
+    )
+    _, ours = classify(
+        command.format("/root/.cache/gymbus/nemo-gym/venvs/6fdbd5de2ffa7b98/lib/python3.13/site-packages")
+    )
+    assert "https://github.com/HKUST-KnowComp/NewtonBench" in theirs  # a URL keeps its folders
+    assert same_cause(cause(theirs, theirs), cause(ours, ours))
+    assert not same_cause(cause(theirs, theirs), command.replace("NewtonBench", "Other").format("/x/y"))
