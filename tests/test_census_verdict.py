@@ -485,15 +485,30 @@ async def test_rows_that_name_no_agent_are_one_cause_in_each_sides_words(tmp_pat
     )
 
 
+def _each_sides_reading(
+    tmp_path: Path, server: str, own_log: list[str], ng_run: str, quoted: str = ""
+) -> tuple[str, str]:
+    """(NeMo Gym's, GymBus's) reason for one server's failed start: `ng_run`'s log read as
+    the census reads it, and GymBus's worker message naming the server's own log (`own_log`),
+    after which the worker may quote some of it (`quoted`)."""
+    _census()
+    from census_nemo_gym import _server_failure
+    from nemo_gym_census import _log_text, classify
+
+    _, theirs = classify(f"ng_run exited with code 1: {_server_failure(ng_run)}")
+    log = tmp_path / f"{server}-1-2.log"
+    log.write_text("\n".join(own_log) + "\n")
+    _, ours = classify(
+        _log_text(f"error: NeMo Gym server {server} exited with code 1; its log is {log}:{quoted}")
+    )
+    return theirs, ours
+
+
 def test_a_servers_own_download_failing_as_it_starts_is_one_cause_on_both_sides(tmp_path: Path) -> None:
     """bigcodebench: as it starts, the server runs `uv venv --python 3.10`, whose download
     fails; uv says why, then the server raises `CalledProcessError`. NeMo Gym's `ng_run`
     and GymBus's server log both hold those lines; GymBus's worker also quotes the
     traceback's end. Both are read up to the server's first failure."""
-    _census()
-    from census_nemo_gym import _server_failure
-    from nemo_gym_census import _log_text, classify
-
     command = (
         "Command '['uv', 'venv', '--seed', '--python', '3.10', '.bcb_venv']' returned non-zero exit status 2."
     )
@@ -512,13 +527,7 @@ def test_a_servers_own_download_failing_as_it_starts_is_one_cause_on_both_sides(
         "Sending interrupt signals to servers...",
         "RuntimeError: Process `bigcodebench` finished unexpectedly!",
     ])  # fmt: skip
-    _, theirs = classify(f"ng_run exited with code 1: {_server_failure(ng_run)}")
-    log = tmp_path / "bigcodebench-1-2.log"
-    log.write_text("\n".join(server) + "\n")
-    worker = (
-        f"error: NeMo Gym server bigcodebench exited with code 1; its log is {log}: {' '.join(server[-3:])}"
-    )
-    _, ours = classify(_log_text(worker))
+    theirs, ours = _each_sides_reading(tmp_path, "bigcodebench", server, ng_run, f" {' '.join(server[-3:])}")
     assert theirs == ours == "cause: failed to lookup address information: Name or service not known"
     assert same_cause(cause(theirs, theirs), cause(ours, ours))
 
@@ -527,10 +536,6 @@ def test_a_servers_exception_under_its_name_is_its_cause_not_ng_runs_process_end
     """competitive_coding_challenges: `ng_run` prefixes each line of the server's with its
     name; the server's own exception under that name is the cause, not `ng_run`'s "finished
     unexpectedly" that follows. GymBus's server log has the same exception unprefixed."""
-    _census()
-    from census_nemo_gym import _server_failure
-    from nemo_gym_census import _log_text, classify
-
     server = [
         "CCC: pre-loading metadata (~27 GB, ~46s) before first request...",
         "Traceback (most recent call last):",
@@ -546,11 +551,7 @@ def test_a_servers_exception_under_its_name_is_its_cause_not_ng_runs_process_end
         "Traceback (most recent call last):",
         "RuntimeError: Process `competitive_coding_challenges_resources_server` finished unexpectedly!",
     ])  # fmt: skip
-    _, theirs = classify(f"ng_run exited with code 1: {_server_failure(ng_run)}")
-    log = tmp_path / "competitive_coding_challenges-1-2.log"
-    log.write_text("\n".join(server) + "\n")
-    worker = f"error: NeMo Gym server competitive_coding_challenges exited with code 3; its log is {log}:"
-    _, ours = classify(_log_text(worker))
+    theirs, ours = _each_sides_reading(tmp_path, "competitive_coding_challenges", server, ng_run)
     assert theirs == ours == "RuntimeError: Sandbox not ready after waiting 240s"
 
 
@@ -603,10 +604,6 @@ def test_an_entrypoint_that_defines_no_server_is_one_cause_in_each_sides_words(t
     returns at once without a word, and `ng_run` says the process finished; GymBus's
     launcher finds no server class in it. A process that finished after its server raised
     is read as that exception instead, and is another cause."""
-    _census()
-    from census_nemo_gym import _server_failure
-    from nemo_gym_census import _log_text, classify
-
     ng_run = "\n".join([
         "Starting `gymnasium` from venv venvs/resources_servers/gymnasium/.venv",
         "0 / 4 servers ready. Waiting for servers to spin up: ['gymnasium', 'policy_model']",
@@ -614,12 +611,13 @@ def test_an_entrypoint_that_defines_no_server_is_one_cause_in_each_sides_words(t
         "Traceback (most recent call last):",
         "RuntimeError: Process `gymnasium` finished unexpectedly!",
     ])  # fmt: skip
-    _, theirs = classify(f"ng_run exited with code 1: {_server_failure(ng_run)}")
-    log = tmp_path / "gymnasium-1-2.log"
-    log.write_text(f"{tmp_path}/resources_servers/gymnasium/base.py: expected one server class, found none\n")
-    _, ours = classify(_log_text(f"error: NeMo Gym server gymnasium exited with code 1; its log is {log}:"))
+    own = [f"{tmp_path}/resources_servers/gymnasium/base.py: expected one server class, found none"]
+    theirs, ours = _each_sides_reading(tmp_path, "gymnasium", own, ng_run)
     assert ours.endswith("gymnasium/base.py: expected one server class, found none")
     assert same_cause(cause(theirs, theirs), cause(ours, ours))
+    from census_nemo_gym import _server_failure
+    from nemo_gym_census import classify
+
     crashed = ng_run.replace("Sending", "(gymnasium) ImportError: cannot import name 'Env'\nSending")
     _, raised = classify(f"ng_run exited with code 1: {_server_failure(crashed)}")
     assert raised == "ImportError: cannot import name 'Env'"
