@@ -61,9 +61,9 @@ def _call_text(city: str) -> str:
     return f'<tool_call>\n{{"name": "get_weather", "arguments": {{"city": "{city}"}}}}\n</tool_call>'
 
 
-def _tool_turn(city: str, degrees: int) -> str:
+def _tool_turn(degrees: int) -> str:
     """What the chat template writes after an assistant turn's end for the tool's answer."""
-    output = msgspec_json.encode(weather_task.Forecast(city=city, degrees=degrees)).decode()
+    output = msgspec_json.encode(weather_task.Forecast(degrees=degrees)).decode()
     return (
         f"\n<|im_start|>user\n<tool_response>\n{output}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
     )
@@ -80,7 +80,7 @@ def transcript_tokens(tokenizer: Any, transcript: Transcript) -> tuple[list[int]
     if transcript.called is not None:
         pieces += [
             (_call_text(transcript.called) + "<|im_end|>", 1),
-            (_tool_turn(transcript.called, transcript.degrees), 0),
+            (_tool_turn(transcript.degrees), 0),
         ]
     pieces.append((f"It is {transcript.answer}.<|im_end|>", 1))
     ids: list[int] = []

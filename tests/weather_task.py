@@ -8,13 +8,23 @@ has two halves:
 
 - 0.5 when the rollout's first tool call names the row's city (the key, read from the
   prompt: one right out of four);
-- 0.5 when the final answer names exactly one number and it is the row's city's degrees
-  this rollout (the tool's output, used in the answer).
+- 0.5 when the final answer names exactly one number and it is the degrees that first call
+  returned (the tool's output, used in the answer), whichever city it named.
 
-Every key and value is one token of the tiny model's tokenizer wherever it appears (the
-prompt, the call's arguments, the tool's JSON output, the answer), so the skills are
-copying a token from the right place. A policy that calls a random city and answers a
-random value scores 0.25 on average; one that answers without calling, 0.125.
+Each half rewards one skill whatever the other did. With the second half for the row's
+city's degrees instead, using the tool's output paid only once the city was right, so its
+signal came too late in the test's run to be learned. Every key and value is one token of
+the tiny model's tokenizer wherever it appears (the prompt, the call's arguments, the
+tool's JSON output, the answer), so each skill is copying a token from the right place.
+
+The tool answers the degrees alone (`{"degrees":6}`). With the city beside them
+(`{"city":"A","degrees":6}`), the warm start did not learn to copy the degrees. In probes of
+GRPO on the answer's value token alone (LoRA r 8, AdamW, 150 steps; learning rates 3e-4,
+1e-3 and 3e-3, batches of 32 and 256, two seeds each), p(right value) stayed at 0.50 or
+below in all 24 runs with the city; without it, 14 of the 16 runs at 1e-3 and 3e-3 reached
+0.99 (the other two collapsed onto one value).
+A policy that calls a random city and answers a random value scores 0.25 on average; one
+that answers without calling, 0.
 """
 
 from __future__ import annotations
@@ -65,7 +75,6 @@ class City(Struct, kw_only=True):
 
 
 class Forecast(Struct, kw_only=True):
-    city: str
     degrees: int
 
 
@@ -77,7 +86,7 @@ def degrees_of(session_id: str, city: str) -> int:
 
 async def get_weather(args: City, session: Session) -> Forecast:
     """The degrees in `args.city` for this rollout."""
-    return Forecast(city=args.city, degrees=degrees_of(session.id, args.city))
+    return Forecast(degrees=degrees_of(session.id, args.city))
 
 
 def answer_number(text: str) -> int | None:
@@ -92,7 +101,7 @@ class CityVerify(VerifyRequest, kw_only=True):
 
 class CityVerdict(VerifyResult, kw_only=True):
     right_city: bool
-    right_degrees: bool
+    used_output: bool
 
 
 def _first_city(items: list[Item]) -> str | None:
@@ -107,11 +116,13 @@ def _first_city(items: list[Item]) -> str | None:
 
 
 async def verify(request: CityVerify, session: Session) -> CityVerdict:
-    """Half for calling the row's city first, half for answering its degrees."""
-    right_city = _first_city(request.response.output) == request.city
-    right_degrees = answer_number(output_text(request.response)) == degrees_of(session.id, request.city)
+    """Half for calling the row's city first, half for answering what that call returned."""
+    called = _first_city(request.response.output)
+    right_city = called == request.city
+    answer = answer_number(output_text(request.response))
+    used_output = called is not None and answer == degrees_of(session.id, called)
     return CityVerdict(
-        reward=0.5 * right_city + 0.5 * right_degrees, right_city=right_city, right_degrees=right_degrees
+        reward=0.5 * right_city + 0.5 * used_output, right_city=right_city, used_output=used_output
     )
 
 
