@@ -18,11 +18,10 @@ the tiny model's tokenizer wherever it appears (the prompt, the call's arguments
 tool's JSON output, the answer), so each skill is copying a token from the right place.
 
 The tool answers the degrees alone (`{"degrees":6}`). With the city beside them
-(`{"city":"A","degrees":6}`), the warm start did not learn to copy the degrees. In probes of
-GRPO on the answer's value token alone (LoRA r 8, AdamW, 150 steps; learning rates 3e-4,
-1e-3 and 3e-3, batches of 32 and 256, two seeds each), p(right value) stayed at 0.50 or
-below in all 24 runs with the city; without it, 14 of the 16 runs at 1e-3 and 3e-3 reached
-0.99 (the other two collapsed onto one value).
+(`{"city":"A","degrees":6}`), the answer's copy of the degrees was not learned, neither by
+the tool-learning test nor by GRPO probes on the answer's value token alone, which learned
+it without the city.
+
 A policy that calls a random city and answers a random value scores 0.25 on average; one
 that answers without calling, 0.
 """
