@@ -81,6 +81,9 @@ class _Plan:
     worker: Any
     classify: Any
     timeouts: Any
+    declared: frozenset[str] = frozenset()
+    """The agents the server's config declares, as GymBus's config reader reads it: the ones
+    its worker is to serve."""
 
     def failed(self, stage: str, text: str) -> Side:
         """A side that failed at `stage`, as `text` (its own log's) says."""
@@ -262,6 +265,7 @@ async def both_ways(
     plan = _Plan(target, url, recorder, ray, work, _rows(example, rows, work / "rows.jsonl"), None, quiet,
                  worker, classify, timeouts)  # fmt: skip
     server, refused = await asyncio.to_thread(_gymbus_precheck, plan, directory, config)
+    plan.declared = frozenset(agent.name for agent in server.agents) if server is not None else frozenset()
     result.agent = _agent(server, example) if server is not None and server.agents else _named_agent(example)
     models = model_names(config_file)
     if server is not None:
@@ -303,9 +307,11 @@ async def _gymbus_collect(plan: _Plan, result: BothWays, running: Any) -> Side:
     try:
         done = await collect(options, plan.quiet(), asyncio.Event())
     except UnknownAgent as exc:
-        # Rows that name no agent (or none GymBus knows) are the cause themselves; an agent
-        # it knows that the worker did not serve has its cause in the worker's log.
-        return plan.failed("collect", str(exc) if exc.usage else f"{exc}\n{running.text()[-3000:]}")
+        # An agent the config declares that the worker did not serve has its cause in the
+        # worker's log (collect itself, asking the bus, knows it no better than a misspelt
+        # name); rows that name no agent the config declares are the cause themselves.
+        unserved = result.agent in plan.declared
+        return plan.failed("collect", f"{exc}\n{running.text()[-3000:]}" if unserved else str(exc))
     if done.written == done.planned and done.planned:
         side = Side(outcome="works", why=f"collected {done.written}/{done.planned}")
     else:

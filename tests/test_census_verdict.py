@@ -652,3 +652,49 @@ def test_a_failed_command_is_one_cause_whichever_folder_each_side_ran_it_into() 
     assert "https://github.com/HKUST-KnowComp/NewtonBench" in theirs  # a URL keeps its folders
     assert same_cause(cause(theirs, theirs), cause(ours, ours))
     assert not same_cause(cause(theirs, theirs), command.replace("NewtonBench", "Other").format("/x/y"))
+
+
+async def test_an_agent_its_config_declares_that_could_not_start_is_its_own_logs_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """deepsearchqa: its agent's config fails NeMo Gym's validation on both sides. GymBus's
+    worker serves the environment without the agent and logs why; `collect`, asking the bus,
+    knows the agent no better than a misspelt name. The worker's log is GymBus's cause,
+    unless the name is one the config does not declare."""
+    _census()
+    import census_both_ways
+    from census_both_ways import BothWays, _gymbus_collect, _Plan
+    from nemo_gym_census import classify
+
+    from gymbus.runner._input import UnknownAgent
+
+    async def refused(*_: object) -> None:
+        raise UnknownAgent("--agent deepsearchqa_example_agent: not an agent (the agents: a, b)", usage=True)
+
+    monkeypatch.setattr(census_both_ways, "collect", refused)
+    raised = "pydantic_core._pydantic_core.ValidationError: 2 validation errors for HarnessExaSearchConfig"
+    worker_log = "\n".join([
+        "WARNING  deepsearchqa: not serving its agent deepsearchqa_example_agent (harness_exa_search), which "
+        "could not start: NeMo Gym server deepsearchqa_example_agent exited with code 1; its log is "
+        f"{tmp_path}/deepsearchqa_example_agent-1-2.log:",
+        "    server_config = server_config_cls.model_validate(",
+        raised,
+        "agent",
+        "  Field required [type=missing, input_value={'datasets': [{'jsonl_fpa...'}, input_type=dict]",
+        "ready: serving nemo-gym:deepsearchqa on nats://127.0.0.1:4222",
+    ])  # fmt: skip
+
+    class Running:
+        def text(self) -> str:
+            return worker_log
+
+    plan = _Plan("deepsearchqa", "nats://127.0.0.1:4222", None, "", tmp_path, tmp_path / "rows.jsonl", None,
+                 lambda: None, None, classify, None, frozenset({"deepsearchqa_example_agent"}))  # fmt: skip
+    result = BothWays("deepsearchqa", agent="deepsearchqa_example_agent")
+    ours = (await _gymbus_collect(plan, result, Running())).cause
+    _, theirs = classify(f"ng_run exited with code 1: {raised}")
+    assert same_cause(cause(theirs, theirs), ours), ours
+    # Rows naming an agent the config does not declare: collect's own words are the cause.
+    result.agent = "deepsearchqa_agent"
+    misnamed = (await _gymbus_collect(plan, result, Running())).cause
+    assert misnamed.startswith("--agent deepsearchqa_example_agent: not an agent")
