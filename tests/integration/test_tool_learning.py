@@ -313,9 +313,9 @@ class Figures:
 
 STEPS = 250
 BATCH = 64
-"""Eight groups of eight a step. With four, the city was learned but the answer's copy of the
-degrees in 2 of 7 runs: each step's few groups push the answer towards whichever values they
-happened to reward, and the answer settles on one value instead of the copy."""
+"""Eight groups of eight a step. With four, the city was learned in all 6 runs measured but
+the answer's copy of the degrees in 2; in probes of GRPO on the answer's token alone, few
+groups a step at a high rate pushed the answer onto one value instead of the copy."""
 LEARNING_RATE = 2e-3
 """The single-turn test's 1e-2 (and 5e-3) broke this policy's tool-call format within 20 to 80
 steps: its calls stopped and its answers garbled, in some runs and not others. 3e-3 broke it
@@ -324,13 +324,13 @@ SCHEDULE: dict[str, Any] = {
     "lr_scheduler_type": "warmup_stable_decay",
     "lr_scheduler_kwargs": {"num_decay_steps": 100},
 }
-"""The learning rate held for 150 steps, then brought down to 0 over the last 100: in the runs
-measured, the city was learned while it was held and the answer's copy after the city, the
-copy mostly in the steps around the rate's turn. Held for all its steps, 3e-3
-broke the tool-call format late in some runs, and the last 5 steps measured the break, not
-what was learned: in one, at step 145, rollouts with one model turn rose from 6% to half and
-the reward fell from 0.58 to about 0.3, below half its rate of calls naming the right city
-(0.88), so the calls the policy wrote no longer parsed as calls."""
+"""The learning rate held for 150 steps, then brought down to 0 over the last 100. In the runs
+measured, the city was learned while it was held and the answer's copy after the city, mostly
+in the steps around the rate's turn. Held for all its steps, 3e-3 broke the tool-call format
+late in some runs, and the last 5 steps measured the break, not what was learned: in one, at
+step 145, rollouts with one model turn rose from 6% to half and the reward fell from 0.58 to
+about 0.3, below half its rate of calls naming the right city (0.88), so the calls the policy
+wrote no longer parsed as calls."""
 
 
 def test_an_agent_learns_to_call_the_tool_and_answer_with_its_output_and_stays_put_without_its_adapters(
