@@ -41,7 +41,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 pytest.importorskip("trl")
 
-pytestmark = pytest.mark.timeout(1500)
+pytestmark = pytest.mark.timeout(2400)
 
 TASK_FILE = Path(__file__).resolve().parents[1] / "weather_task.py"
 _CALLED = re.compile(r'"arguments": \{"city": "(.*?)"\}')
@@ -300,6 +300,19 @@ class Figures:
             f"  commonest answer's share {[round(share, 2) for share in self.commonest_answer_share()]}"
         )
 
+    def outline(self) -> str:
+        """The run in one line, 25-step means: what a failed assert's summary line shows."""
+
+        def means(series: list[float]) -> list[float]:
+            return [round(mean(series[at : at + 25]), 2) for at in range(0, len(series), 25)]
+
+        return (
+            f"25-step means: reward {means(self.rewards)}, right city "
+            f"{means(self.series(lambda e: e.right_city))}, used output "
+            f"{means(self.series(lambda e: e.used_output))}, commonest answer's share "
+            f"{means(self.commonest_answer_share())}"
+        )
+
     def commonest_answer_share(self) -> list[float]:
         """Per step, the share of the answers naming a number that name its commonest: 0.25
         where the four values are answered alike, 1 where the policy always answers one (a
@@ -312,10 +325,13 @@ class Figures:
 
 
 STEPS = 250
-BATCH = 64
-"""Eight groups of eight a step. With four, the city was learned in all 6 runs measured but
-the answer's copy of the degrees in 2; in probes of GRPO on the answer's token alone, few
-groups a step at a high rate pushed the answer onto one value instead of the copy."""
+BATCH = 128
+"""Sixteen groups of eight a step. With eight, the answer's copy of the degrees was learned in
+6 of 7 runs measured, its 10-step mean passing 0.5 between steps 104 and 158; in CI's run it
+stayed at chance for all 250 steps. With sixteen, it passed 0.5 at step 96 (and the city 0.8
+at step 50, 65 to 77 with eight). With four, the city was learned in all 6 runs measured but
+the copy in 2. In probes of GRPO on the answer's token alone, few groups a step at a high
+rate pushed the answer onto one value instead of the copy."""
 LEARNING_RATE = 2e-3
 """The single-turn test's 1e-2 (and 5e-3) broke this policy's tool-call format within 20 to 80
 steps: its calls stopped and its answers garbled, in some runs and not others. 3e-3 broke it
@@ -380,12 +396,12 @@ def test_an_agent_learns_to_call_the_tool_and_answer_with_its_output_and_stays_p
     # 0.13 -> 0.97, 0.10 -> 0.97, 0.10 -> 0.97.
     # The warm start calls half the time and each half of the reward is a quarter's chance:
     # about 0.12 expected.
-    assert mean(synced.rewards[:5]) <= 0.3
-    assert synced.climb(reward) >= 0.3
-    assert synced.climb(right_city) >= 0.25
-    assert synced.climb(used_output) >= 0.25
-    assert synced.climb(trained_turns) >= 0.2
-    assert abs(unsynced.climb(reward)) <= 0.15
+    assert mean(synced.rewards[:5]) <= 0.3, synced.outline()
+    assert synced.climb(reward) >= 0.3, synced.outline()
+    assert synced.climb(right_city) >= 0.25, synced.outline()
+    assert synced.climb(used_output) >= 0.25, synced.outline()
+    assert synced.climb(trained_turns) >= 0.2, synced.outline()
+    assert abs(unsynced.climb(reward)) <= 0.15, unsynced.outline()
     # Every trained sample in the warm start's words has its mask: the tool's output untrained.
     checked = [e.mask_as_rendered for f in (synced, unsynced) for step in f.steps for e in step]
     print(f"masks as rendered: {checked.count(True)}, otherwise: {checked.count(False)}, "
