@@ -438,7 +438,12 @@ def main() -> None:
         f"nemo-gym {release().version}: measuring {len(targets)} servers both ways into {args.out}",
         flush=True,
     )
-    failed = asyncio.run(census(targets, args.out, args.rows))
+    try:
+        failed = asyncio.run(census(targets, args.out, args.rows))
+    except KeyboardInterrupt:
+        # Every server measured is already a line of --out; the one under way is measured again.
+        print(f"stopped: the same command goes on from where this one stopped ({args.out})", file=sys.stderr)
+        sys.exit(130)
     results = [json.loads(line) for line in args.out.read_text().splitlines() if line.strip()]
     print(f"{table(results)}\n\n{details(results)}")
     found = differences(results)
