@@ -328,7 +328,7 @@ STEPS = 250
 BATCH = 128
 """Sixteen groups of eight a step. With eight, the answer's copy of the degrees was learned in
 6 of 7 runs measured, its 10-step mean passing 0.5 between steps 104 and 158; in CI's run it
-stayed at chance for all 250 steps. With sixteen, it passed 0.5 at steps 85 to 116 in 5 of 5
+stayed at chance for all 250 steps. With sixteen, it passed 0.5 at steps 85 to 116 in 6 of 6
 runs, and the city 0.8 at steps 50 to 64 (65 to 77 with eight). With four, the city was
 learned in all 6 runs measured but the copy in 2. In probes of GRPO on the answer's token alone, few groups a step at a high
 rate pushed the answer onto one value instead of the copy."""
@@ -392,7 +392,7 @@ def test_an_agent_learns_to_call_the_tool_and_answer_with_its_output_and_stays_p
     # (values 0, 0.5 and 1) and for a rate, so a climb's is at most 0.03. Measured
     # (8d50f61, beside a census run): reward 0.11 -> 0.99, right city 0.11 -> 1.00, answers using
     # the tool's output 0.11 -> 0.98, trained turns 1.47 -> 1.99; without delivery the reward
-    # moved 0.00. The copy's rate passed 0.5 at step 104 (85 to 116 in 5 runs), so the last 5
+    # moved 0.00. The copy's rate passed 0.5 at step 104 (85 to 116 in 6 runs), so the last 5
     # steps measure what was learned, with over a hundred steps to spare.
     # The warm start calls half the time and each half of the reward is a quarter's chance:
     # about 0.12 expected.
