@@ -330,8 +330,8 @@ BATCH = 128
 6 of 7 runs measured, its 10-step mean passing 0.5 between steps 104 and 158; in CI's run it
 stayed at chance for all 250 steps. With sixteen, it passed 0.5 at steps 85 to 116 in 6 of 6
 runs, and the city 0.8 at steps 50 to 64 (65 to 77 with eight). With four, the city was
-learned in all 6 runs measured but the copy in 2. In probes of GRPO on the answer's token alone, few groups a step at a high
-rate pushed the answer onto one value instead of the copy."""
+learned in all 6 runs measured but the copy in 2. In probes of GRPO on the answer's token
+alone, few groups a step at a high rate pushed the answer onto one value instead of the copy."""
 LEARNING_RATE = 2e-3
 """The single-turn test's 1e-2 (and 5e-3) broke this policy's tool-call format within 20 to 80
 steps: its calls stopped and its answers garbled, in some runs and not others. 3e-3 broke it
