@@ -171,9 +171,12 @@ def _resources_server(document: dict[str, Any], dir_name: str, path: Path) -> tu
 def _agents(
     document: dict[str, Any], instance: str, aliases: tuple[str, ...] = ()
 ) -> tuple[AgentConfig, ...]:
+    """The agents that drive `instance`: those whose `resources_server` names it, and those
+    that name none, which NeMo Gym calls self-contained (legal_agent_bench's Harbor agent
+    grades its own tasks): the rows of the config they come in name them."""
     agents = []
     for name, (kind, block) in instances(document, AGENT_KIND).items():
-        ref = block.get("resources_server") or {}
+        ref = block.get("resources_server", {"name": instance})
         if isinstance(ref, dict) and ref.get("name") == instance:
             steps = block.get("max_steps")
             agents.append(AgentConfig(name, kind, steps if isinstance(steps, int) else None, block, aliases))

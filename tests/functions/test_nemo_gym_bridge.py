@@ -90,6 +90,19 @@ def test_a_config_names_the_server_its_simple_agents_and_the_models_it_calls(tmp
     assert started_with["judged_server"]["resources_servers"]["judged"]["domain"] == "math"
 
 
+def test_an_agent_that_names_no_resources_server_is_its_configs(tmp_path: Path) -> None:
+    """NeMo Gym calls such an agent self-contained (legal_agent_bench's Harbor agent grades
+    its own tasks): it is collected with the rows of its config, so it is served with it.
+    An agent bound to another server's instance stays that server's."""
+    harbor = "judged_harbor_agent:\n  responses_api_agents:\n    harbor_agent:\n      concurrency: 1\n"
+    config = read_config(server(tmp_path, config=CONFIG + harbor))
+    assert [agent.name for agent in config.agents] == [
+        "judged_simple_agent",
+        "judged_game_agent",
+        "judged_harbor_agent",
+    ]
+
+
 def test_a_configs_own_config_paths_are_merged_under_it_as_nemo_gym_merges_them(tmp_path: Path) -> None:
     """`toolsandbox`'s config takes its agent's entrypoint and model server from the agent's
     own config, which it names in `config_paths` (relative to NeMo Gym's root)."""
