@@ -270,7 +270,11 @@ async def both_ways(
     models = model_names(config_file)
     if server is not None:
         models |= {*server.models, *(model for agent in server.agents for model in agent.models)}
-    result.judges = sorted(models - {POLICY})
+    # A copy of the policy's config (`simulator_model: {_copy: policy_model}`) reaches the
+    # policy's endpoint under both stacks: served apart on one side only, the same request
+    # would be compared under two names.
+    aliases = server.policy_aliases if server is not None else ()
+    result.judges = sorted(models - {POLICY, *aliases})
     result.policy = "vllm" if needs_vllm(config_file) else "openai"
     plan.reverify = _reverify_inputs(result, example, stored, work, rows)
     result.gymbus = refused if refused is not None else await _gymbus_side(plan, result)
