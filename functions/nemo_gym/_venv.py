@@ -6,8 +6,10 @@ share GymBus's environment. Each server (and each agent) gets one built from its
 itself (`-e nemo-gym[dev] @ ../../`, a path to the Gym checkout) becomes the chosen release,
 `nemo-gym==<version>` with the line's extras but `dev` (which only its own tests use), and
 a `pyproject.toml`'s `[tool.uv.sources]` git sources become `name @ git+URL` requirements,
-as uv would install them in NeMo Gym's checkout. Servers whose requirements are the same
-share one environment: most need nothing beyond NeMo Gym.
+as uv would install them in NeMo Gym's checkout. A `requirements.txt` server's
+`overrides.txt` forces its versions over what the requirements declare (`wmt_translation`'s
+protobuf), as NeMo Gym's installer passes it to uv (`--override`). Servers whose
+requirements are the same share one environment: most need nothing beyond NeMo Gym.
 
 The release is `$GYMBUS_NEMO_GYM_VERSION`: 0.7.0 by default, or 0.4.0 (`RELEASES`).
 Environments live under `$GYMBUS_NEMO_GYM_HOME` (default `~/.cache/gymbus/nemo-gym`), in
@@ -47,6 +49,7 @@ __all__ = [
     "Release",
     "VirtualEnv",
     "home",
+    "overrides_of",
     "release",
     "requirements_of",
     "tool_path",
@@ -189,8 +192,20 @@ def _version(python: str) -> str:
     ).stdout.strip()
 
 
-def _key(python: str, requirements: list[str]) -> str:
-    spec = json.dumps([_version(python), sorted(requirements)])
+def overrides_of(server_dir: Path | None) -> list[str]:
+    """The versions a server's `overrides.txt` forces over its requirements', as NeMo Gym's
+    installer reads it: beside a `requirements.txt` only."""
+    if server_dir is None or not (server_dir / "requirements.txt").exists():
+        return []
+    path = server_dir / "overrides.txt"
+    text = path.read_text() if path.exists() else ""
+    lines = (line.split(" #")[0].strip() for line in text.splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def _key(python: str, requirements: list[str], overrides: list[str]) -> str:
+    # Without overrides, the key the environments built before them have.
+    spec = json.dumps([_version(python), sorted(requirements), *([sorted(overrides)] if overrides else [])])
     return hashlib.sha256(spec.encode()).hexdigest()[:16]
 
 
@@ -209,19 +224,26 @@ def _uv() -> str | None:
         return None
 
 
-def _build_commands(python: Python, venv: Path, requirements: Path) -> list[list[str]]:
-    """The commands that build `venv`. On an older patch release than the package declares
-    (`Python.needs_override`) the installer resolves for the declared one: uv's
-    `--python-version` is "the Python the requirements must support", pip's
-    `--ignore-requires-python` skips the check (and takes minutes more)."""
+def _build_commands(
+    python: Python, venv: Path, requirements: Path, overrides: Path | None = None
+) -> list[list[str]]:
+    """The commands that build `venv`, with uv's `--override` of `overrides` if given. On an
+    older patch release than the package declares (`Python.needs_override`) the installer
+    resolves for the declared one: uv's `--python-version` is "the Python the requirements
+    must support", pip's `--ignore-requires-python` skips the check (and takes minutes more)."""
     uv = _uv()
     target = str(venv / "bin" / "python")
     if uv is not None:
         override = ["--python-version", python.wanted_text] if python.needs_override else []
+        forced = ["--override", str(overrides)] if overrides is not None else []
         return [
             [uv, "venv", "--quiet", "--python", python.path, str(venv)],
-            [uv, "pip", "install", "--python", target, *override, "-r", str(requirements)],
+            [uv, "pip", "install", "--python", target, *override, *forced, "-r", str(requirements)],
         ]
+    if overrides is not None:
+        raise UpstreamFailed(
+            f"{overrides} needs uv to override versions (GymBus's `nemo-gym` extra installs it)"
+        )
     override = ["--ignore-requires-python"] if python.needs_override else []
     return [
         [python.path, "-m", "venv", str(venv)],
@@ -231,28 +253,42 @@ def _build_commands(python: Python, venv: Path, requirements: Path) -> list[list
 
 def virtual_env(requirements: list[str], what: str, cwd: Path | None = None) -> VirtualEnv:
     """The environment with `requirements`, built now if it is not yet (`what` names the
-    server in errors). `UpstreamFailed` naming the build log if the build fails."""
+    server in errors), in `cwd`, the server's directory, whose `overrides_of` apply.
+    `UpstreamFailed` naming the build log if the build fails."""
     python = find_python(release().python)
     venvs = home() / "venvs"
     venvs.mkdir(parents=True, exist_ok=True)
-    env = VirtualEnv(venvs / _key(python.path, requirements))
+    overrides = overrides_of(cwd)
+    env = VirtualEnv(venvs / _key(python.path, requirements, overrides))
     if env.ready:
         return env
     with open(env.path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it: wait for it
         if not env.ready:
-            _build(env, python, requirements, what, cwd)
+            _build(env, python, requirements, overrides, what, cwd)
     return env
 
 
-def _build(env: VirtualEnv, python: Python, requirements: list[str], what: str, cwd: Path | None) -> None:
+def _build(
+    env: VirtualEnv,
+    python: Python,
+    requirements: list[str],
+    overrides: list[str],
+    what: str,
+    cwd: Path | None,
+) -> None:
     shutil.rmtree(env.path, ignore_errors=True)  # what an interrupted build left
     listed = env.path.with_suffix(".txt")
     listed.write_text("\n".join(requirements) + "\n")
+    forced = env.path.with_suffix(".overrides.txt") if overrides else None
+    if forced is not None:
+        forced.write_text("\n".join(overrides) + "\n")
     with open(env.log, "w") as log:
         log.write(f"building {env.path} for {what} with {python.path}\n{listed.read_text()}\n")
+        if forced is not None:
+            log.write(f"overriding:\n{forced.read_text()}\n")
         log.flush()
-        for command in _build_commands(python, env.path, listed):
+        for command in _build_commands(python, env.path, listed, forced):
             try:
                 done = subprocess.run(
                     command, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, check=False,

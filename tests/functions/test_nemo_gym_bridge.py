@@ -24,7 +24,7 @@ from gymbus.functions.nemo_gym._hosted import _tools
 from gymbus.functions.nemo_gym._http import unprocessable
 from gymbus.functions.nemo_gym._proxy import _completed, _without_echo
 from gymbus.functions.nemo_gym._python import Python
-from gymbus.functions.nemo_gym._venv import _build_commands
+from gymbus.functions.nemo_gym._venv import _build_commands, overrides_of
 from gymbus.schemas import BadRequest
 
 PIN = f"nemo-gym=={NEMO_GYM_VERSION}"
@@ -278,6 +278,24 @@ def test_an_older_patch_release_installs_resolving_for_the_one_the_release_decla
     assert not recent.needs_override
     install = _build_commands(recent, tmp_path / "venv", tmp_path / "r.txt")[-1]
     assert "--python-version" not in install and "--ignore-requires-python" not in install
+
+
+def test_a_requirements_servers_overrides_go_to_uv_as_nemo_gyms_installer_passes_them(tmp_path: Path) -> None:
+    directory = server(tmp_path, "-e nemo-gym[dev] @ ../../\nunbabel-comet>=2.2\n")
+    assert overrides_of(directory) == []
+    (directory / "overrides.txt").write_text("# comet says <5; wandb needs 5\nprotobuf==6.33.6  # forced\n\n")
+    assert overrides_of(directory) == ["protobuf==6.33.6"]
+    python = Python("/usr/bin/python3.13", (3, 13, 15), (3, 13, 14))
+    install = _build_commands(python, tmp_path / "venv", tmp_path / "r.txt", tmp_path / "o.txt")[-1]
+    if "uv" in Path(install[0]).name:
+        assert install[install.index("--override") + 1] == str(tmp_path / "o.txt")
+    pyproject = (
+        tmp_path / "pyproject_server"
+    )  # NeMo Gym's installer reads overrides beside requirements.txt only
+    pyproject.mkdir()
+    (pyproject / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = []\n')
+    (pyproject / "overrides.txt").write_text("protobuf==6.33.6\n")
+    assert overrides_of(pyproject) == []
 
 
 def test_nemo_gyms_extras_but_dev_are_kept_and_git_sources_become_git_requirements(tmp_path: Path) -> None:

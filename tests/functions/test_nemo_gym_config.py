@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gymbus.functions.nemo_gym._resolve import MISSING, instances, resolve, unset_values
-from gymbus.functions.nemo_gym._venv import pinned, virtual_env
+from gymbus.functions.nemo_gym._venv import HOME_VARIABLE, pinned, virtual_env
 from gymbus.schemas import BadRequest, GymError
 
 RESOLVER = Path(__file__).with_name("nemo_gym_resolve.py")
@@ -271,3 +271,28 @@ def test_the_rules_did_what_their_configs_ask(tmp_path: Path) -> None:
     assert MISSING == "???"
     with pytest.raises(BadRequest, match="lost_agent's resources_server names resources_servers/'nobody'"):
         resolve(server / "dangling.yaml", tmp_path)
+
+
+def test_a_servers_overrides_force_their_versions_as_nemo_gyms_installer_forces_them(
+    nemo_gym: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NeMo Gym's installer passes a requirements.txt server's `overrides.txt` to uv
+    (`--override`): `wmt_translation` forces protobuf 6 over comet's `<5`, which nemo-gym's
+    wandb needs, and cannot be installed without it. Built for real, with a small package."""
+    monkeypatch.setenv(HOME_VARIABLE, str(tmp_path / "home"))
+    directory = tmp_path / "resources_servers" / "forced"
+    directory.mkdir(parents=True)
+    (directory / "requirements.txt").write_text("six==1.16.0\n")
+    (directory / "overrides.txt").write_text("six==1.17.0\n")
+
+    def six_in(env_python: Path) -> str:
+        said = subprocess.run(
+            [env_python, "-c", "import six; print(six.__version__)"], capture_output=True, text=True
+        )
+        return said.stdout.strip()
+
+    forced = virtual_env(["six==1.16.0"], "forced", directory)
+    assert six_in(forced.python) == "1.17.0"
+    (directory / "overrides.txt").unlink()
+    declared = virtual_env(["six==1.16.0"], "forced", directory)
+    assert declared.path != forced.path and six_in(declared.python) == "1.16.0"
