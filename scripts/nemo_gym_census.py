@@ -69,7 +69,8 @@ CAUSES = (
     # (outcome, what in a failure's text says so); the first that matches wins.
     ("fails", r"No solution found when resolving"),  # its requirements conflict with NeMo Gym's
     ("needs a key", r"api[_ -]?key|API_KEY|Unauthorized|\b401\b|credential|access token|_TOKEN\b"),
-    ("needs containers or GPUs", r"docker|podman|apptainer|singularity|\b[Ss]andbox|CUDA|cuda|nvidia|GPU"),
+    # Not a requirement's extra (`nemo-gym[sandbox]`, which an install log lists).
+    ("needs containers or GPUs", r"docker|podman|apptainer|singularity|(?<![\[,])\b[Ss]andbox|CUDA|cuda|nvidia|GPU"),
     ("downloads at start", r"github\.com|git\+https|git clone|Could not resolve|name resolution"
                            r"|Name or service not known|getaddrinfo|Cannot connect to host"
                            r"|huggingface|hf_hub|urlopen|nltk|download|HTTPSConnectionPool"),

@@ -132,6 +132,25 @@ def test_a_download_refused_on_each_side_is_one_cause_once_uv_writes_it_unwrappe
     assert not same_cause(f"(gsm8k_aviary_resources_server) {fatal}", "host: github.com")
 
 
+def test_an_install_log_listing_a_sandbox_extra_is_read_for_its_failure_not_the_extra() -> None:
+    """legal_agent_bench's Harbor agent: GymBus's install log lists `nemo-gym[sandbox]` among
+    the requirements, and that line, read as "needs containers", hid the github.com fetch
+    that failed, as it fails on NeMo Gym's side."""
+    census = _census()
+    fatal = "fatal: unable to access 'https://github.com/org/harbor.git/': Could not resolve host: github.com"
+    ours = (
+        "could not install NeMo Gym server legal_agent_bench_harbor_agent; see its log:\n"
+        "nemo-gym[sandbox]==0.7.0\nharbor @ git+https://github.com/org/harbor.git@abc\n"
+        f"error: Failed to download and build `harbor`\n  cause: Git operation failed\n         {fatal}"
+    )
+    outcome, why = census.classify(ours)
+    assert (outcome, cause(ours, why)) == ("downloads at start", fatal)
+    assert same_cause(f"(legal_agent_bench_harbor_agent) {fatal}", cause(ours, why))
+    assert (
+        census.classify("RuntimeError: Sandbox not ready after waiting 240s")[0] == "needs containers or GPUs"
+    )
+
+
 def test_the_census_gives_what_it_starts_no_terminal_to_wrap_at() -> None:
     """Started from a terminal, the census's children inherit it as their standard input,
     and uv wraps at its width even without `COLUMNS`: the census detaches it first."""
