@@ -52,7 +52,7 @@ from gymbus.schemas import (
 )
 
 from ..connection import Bus
-from ..run import RunBook, RunClient, serve_hint, unserved_row
+from ..run import RunBook, RunClient, not_served, serve_hint, unserved_row
 
 __all__ = ["Outcome", "OutcomeStatus", "RolloutRequests"]
 
@@ -234,8 +234,8 @@ class RolloutRequests:
         if why is None and time.monotonic() - since < self._timeouts.unserved_grace:
             return
         ended = self.book.unserved(agent, why)
-        log.warning("answered %d waiting request(s) of %s: no worker serves it (%s)",
-                    len(ended), agent, why or "none came back")  # fmt: skip
+        log.warning("answered %d waiting request(s) of %s: %s",
+                    len(ended), agent, not_served("it", why or "none came back"))  # fmt: skip
         await self._client.withdraw_tasks([seq for seq, _ in ended])
 
     @property

@@ -31,6 +31,7 @@ from gymbus.bus import (
     RunClient,
     ServeOptions,
     not_sent_message,
+    not_served,
     open_bus,
     serve_hint,
     unserved_row,
@@ -265,7 +266,7 @@ def _check_settings(plan: Plan) -> None:
 
 def _why_unserved(name: str, known: Collection[str]) -> str:
     if name in known:
-        return f"no worker serves it: {serve_hint(name)}"
+        return not_served("it", serve_hint(name))
     listed = nearest(name, known) or f" (the agents: {_listed(known)})"
     return f"not an agent{listed}; an agent of your own is given by its file: --agent path/to/{name}.py"
 
