@@ -108,8 +108,7 @@ def requirements_of(server_dir: Path | None) -> list[str]:
     lines: list[str] = []
     sources: dict[str, str] = {}
     if server_dir is not None and (server_dir / "requirements.txt").exists():
-        text = (server_dir / "requirements.txt").read_text()
-        lines = [line.split(" #")[0].strip() for line in text.splitlines()]
+        lines = _listed(server_dir / "requirements.txt")
     elif server_dir is not None and (server_dir / "pyproject.toml").exists():
         document = tomllib.loads((server_dir / "pyproject.toml").read_text())
         lines = list(document.get("project", {}).get("dependencies", []))
@@ -117,8 +116,6 @@ def requirements_of(server_dir: Path | None) -> list[str]:
     extras: set[str] = set()
     wanted: list[str] = []
     for line in lines:
-        if not line or line.startswith("#"):
-            continue
         if _is_nemo_gym(line):
             extras |= _extras(line)
         else:
@@ -197,9 +194,12 @@ def overrides_of(server_dir: Path | None) -> list[str]:
     installer reads it: beside a `requirements.txt` only."""
     if server_dir is None or not (server_dir / "requirements.txt").exists():
         return []
-    path = server_dir / "overrides.txt"
-    text = path.read_text() if path.exists() else ""
-    lines = (line.split(" #")[0].strip() for line in text.splitlines())
+    return _listed(server_dir / "overrides.txt") if (server_dir / "overrides.txt").exists() else []
+
+
+def _listed(path: Path) -> list[str]:
+    """The requirements a pip-style file lists: its lines without comments or blanks."""
+    lines = (line.split(" #")[0].strip() for line in path.read_text().splitlines())
     return [line for line in lines if line and not line.startswith("#")]
 
 
