@@ -280,13 +280,12 @@ def _build(
     shutil.rmtree(env.path, ignore_errors=True)  # what an interrupted build left
     listed = env.path.with_suffix(".txt")
     listed.write_text("\n".join(requirements) + "\n")
-    forced = env.path.with_suffix(".overrides.txt") if overrides else None
-    if forced is not None:
-        forced.write_text("\n".join(overrides) + "\n")
+    # The server's own file, as NeMo Gym's installer passes it: uv's errors then name it.
+    forced = cwd / "overrides.txt" if overrides and cwd is not None else None
     with open(env.log, "w") as log:
         log.write(f"building {env.path} for {what} with {python.path}\n{listed.read_text()}\n")
         if forced is not None:
-            log.write(f"overriding:\n{forced.read_text()}\n")
+            log.write(f"overriding with {forced}:\n" + "\n".join(overrides) + "\n\n")
         log.flush()
         for command in _build_commands(python, env.path, listed, forced):
             try:
